@@ -1,0 +1,84 @@
+# Copyright: scapforge maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Action plugin for scapforge.remediation.ralph: the per-host remediation loop.
+
+The work happens in plugin_utils.loop on the controller; this plugin validates the task
+arguments, builds the loop's options and turns its report into a compact task result.
+"""
+
+from __future__ import annotations
+
+from ansible.errors import AnsibleActionFail
+from ansible.plugins.action import ActionBase
+
+from ansible_collections.scapforge.remediation.plugins.plugin_utils.loop import (
+    LoopError,
+    LoopOptions,
+    RemediationLoop,
+)
+
+ARGUMENT_SPEC = {
+    "datastream": {"type": "str", "required": True},
+    "profile": {"type": "str", "required": True},
+    "datastream_src": {"type": "path"},
+    "trusted_sha256": {"type": "list", "elements": "str", "default": []},
+    "rules": {"type": "list", "elements": "str", "default": []},
+    "skip_rules": {"type": "list", "elements": "str", "default": []},
+    "allow_access_impacting": {"type": "list", "elements": "str", "default": []},
+    "health_check": {"type": "bool", "default": True},
+    "rescan": {"type": "bool", "default": True},
+    "run_dir": {"type": "path"},
+    "run_id": {"type": "str"},
+    "time_budget": {"type": "float", "default": 0},
+}
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+    _requires_connection = True
+
+    def run(self, tmp=None, task_vars=None):
+        task_vars = task_vars or {}
+        result = super().run(tmp, task_vars)
+        del tmp
+        _validation, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+
+        run_id = args["run_id"] or "adhoc"
+        run_dir = args["run_dir"] or "%s/scapforge-runs/%s" % (task_vars.get("playbook_dir", "."), run_id)
+        opts = LoopOptions(
+            datastream=args["datastream"],
+            profile=args["profile"],
+            datastream_src=args["datastream_src"],
+            trusted_sha256=args["trusted_sha256"],
+            rules=args["rules"],
+            skip_rules=args["skip_rules"],
+            allow_access_impacting=args["allow_access_impacting"],
+            health_check=args["health_check"],
+            rescan=args["rescan"],
+            run_dir=run_dir,
+            run_id=run_id,
+            time_budget=args["time_budget"],
+        )
+        loop = RemediationLoop(self, task_vars, opts, check_mode=bool(self._task.check_mode))
+        try:
+            report = loop.run()
+        except LoopError as exc:
+            raise AnsibleActionFail("%s (reason: %s)" % (exc, exc.reason), result={"reason": exc.reason})
+        finally:
+            self._remove_tmp_path(self._connection._shell.tmpdir)
+
+        result.update(
+            changed=loop.changed,
+            before=report["before"],
+            after=report["after"],
+            outcomes=report["outcomes"],
+            regressions=report["regressions"],
+            picked_up_by_rescan=report["picked_up_by_rescan"],
+            stopped=report["stopped"],
+            report="%s/hosts/%s.json" % (run_dir, report["host"]),
+            run_dir=run_dir,
+        )
+        if report["stopped"]:
+            result["failed"] = True
+            result["msg"] = "host stopped: %s" % report["stopped"]
+        return result

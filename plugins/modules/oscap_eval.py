@@ -1,0 +1,536 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: scapforge.remediation contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: oscap_eval
+short_description: Evaluate an XCCDF profile or some of its rules with OpenSCAP and return per-rule results
+version_added: "0.1.0"
+description:
+  - Runs C(oscap xccdf eval) on the target for a profile of a SCAP source datastream, the
+    whole profile or only the rules given (all in one oscap call, one C(--rule) per rule),
+    and returns the result of every rule read from the XCCDF TestResult oscap writes.
+  - The result of a rule is never inferred from oscap's exit code (0 all pass, 2 some did not
+    pass, 1 scanner error): it is read from the rule-result elements of the results file, with
+    the nine XCCDF results kept apart (V(error) is not V(fail)).
+  - Requested rules that got no rule-result, or only V(notselected), are listed in RV(missing);
+    a missing result is never a pass.
+  - oscap writes its results into a private temporary directory that is removed afterwards;
+    O(results_path) and O(arf_path) keep copies.
+  - On failure the module returns RV(error_kind), one value of a closed list, with a message
+    naming the file, profile or rule at fault.
+author:
+  - scapforge maintainers
+requirements:
+  - C(oscap) (OpenSCAP 1.3 or later; package openscap-scanner on Debian and RHEL) on the target.
+  - Python 3.9 or later on the target (standard library only).
+options:
+  datastream:
+    description:
+      - Path on the target of the SCAP source datastream, for example
+        C(/usr/share/xml/scap/ssg/content/ssg-debian12-ds.xml).
+    type: path
+    required: true
+  profile:
+    description:
+      - XCCDF profile id. A short SCAP Security Guide id such as C(anssi_bp28_high) is expanded
+        to C(xccdf_org.ssgproject.content_profile_anssi_bp28_high); an id starting with
+        C(xccdf_) (SSG or a tailoring file's own profile) is used as given.
+    type: str
+    required: true
+  tailoring_file:
+    description:
+      - Path on the target of an XCCDF tailoring file passed with C(--tailoring-file).
+    type: path
+  tailoring_content:
+    description:
+      - XML text of an XCCDF tailoring file. The module writes it into its private temporary
+        directory and passes that file to oscap (no separate copy task needed).
+    type: str
+  rules:
+    description:
+      - Rule ids to evaluate, full (C(xccdf_org.ssgproject.content_rule_X)) or short (C(X)).
+        All are passed in one oscap call. Empty means the whole profile.
+      - Name the rules a rule C(<requires>) too (for example C(sshd_set_idle_timeout) with
+        C(sshd_set_keepalive)); oscap otherwise warns "requires rule ... hasn't been
+        specified", and the warning is returned in RV(scanner_warnings).
+    type: list
+    elements: str
+    default: []
+  results_path:
+    description:
+      - Path on the target where a copy of the XCCDF results file is kept. Its directory must
+        exist; otherwise the module fails with RV(error_kind=results_unwritable) naming the path.
+      - Written in check mode too (it is the scan's own output; the host is not changed).
+    type: path
+  arf_path:
+    description:
+      - Path on the target where an ARF (Asset Reporting Format) results file is kept
+        (C(--results-arf)). Same rules as O(results_path).
+    type: path
+  timeout:
+    description:
+      - Seconds oscap may run. Past it, oscap and its children are killed and the module fails
+        with RV(error_kind=timeout).
+    type: int
+    default: 900
+  oscap_path:
+    description:
+      - Path of the oscap executable (or of a wrapper that runs it). Default is C(oscap) found
+        on E(PATH).
+    type: path
+notes:
+  - A scan changes nothing on the host, so check mode runs it as usual (O(results_path) and
+    O(arf_path) are still written).
+  - oscap's messages are read with C(LC_ALL=C).
+  - "RV(error_kind) values: V(oscap_missing) (no oscap executable), V(datastream_missing),
+    V(datastream_invalid) (not XML, truncated, not a SCAP document), V(unknown_profile),
+    V(unknown_rule) (not in the datastream or not selected by the profile/tailoring),
+    V(results_unwritable) (O(results_path)/O(arf_path) directory missing or not writable),
+    V(scanner_crashed) (oscap killed by a signal such as SIGSEGV or SIGABRT, exit 139/134),
+    V(oom_killed) (killed by SIGKILL, exit 137: out of memory most likely), V(timeout),
+    V(oscap_error) (any other scanner error, for example an unreadable tailoring file)."
+  - "Environment limits show as V(error) results, not V(fail): in a plain chroot without a
+    running systemd, service_*_enabled rules of the SSG Debian 12 content return V(error)."
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
+seealso:
+  - name: OpenSCAP user manual
+    description: How C(oscap xccdf eval) selects profiles and rules.
+    link: https://static.open-scap.org/openscap-1.3/oscap_user_manual.html
+"""
+
+EXAMPLES = r"""
+- name: Baseline scan of a whole profile, keeping the XCCDF results
+  scapforge.remediation.oscap_eval:
+    datastream: /usr/share/xml/scap/ssg/content/ssg-debian12-ds.xml
+    profile: anssi_bp28_high
+    results_path: /var/tmp/scapforge-baseline.xml
+  register: baseline
+
+- name: Verify three rules in one oscap call (a rule together with the rule it requires)
+  scapforge.remediation.oscap_eval:
+    datastream: /usr/share/xml/scap/ssg/content/ssg-debian12-ds.xml
+    profile: xccdf_org.ssgproject.content_profile_anssi_bp28_high
+    rules:
+      - sshd_set_idle_timeout
+      - sshd_set_keepalive
+      - accounts_umask_etc_login_defs
+  register: verify
+
+- name: Fail loudly when a requested rule was not evaluated
+  ansible.builtin.assert:
+    that: verify.missing | length == 0
+
+- name: Evaluate a rule the profile does not select, through a tailoring file given inline
+  scapforge.remediation.oscap_eval:
+    datastream: /usr/share/xml/scap/ssg/content/ssg-debian12-ds.xml
+    profile: xccdf_scapforge_profile_extra
+    tailoring_content: "{{ lookup('ansible.builtin.file', 'tailoring.xml') }}"
+    rules: [sudo_remove_nopasswd]
+"""
+
+RETURN = r"""
+rules:
+  description:
+    - Result of every evaluated rule, full rule id to one of V(pass), V(fail), V(error),
+      V(unknown), V(notapplicable), V(notchecked), V(informational), V(fixed).
+    - V(notselected) rules are left out (with O(rules) given, oscap lists every other rule of
+      the benchmark as notselected); they are counted in RV(counts).
+    - Includes results oscap returned for rules that were not requested.
+  returned: success
+  type: dict
+  sample: {"xccdf_org.ssgproject.content_rule_sshd_set_keepalive": "fail",
+           "xccdf_org.ssgproject.content_rule_service_cron_enabled": "error"}
+counts:
+  description: Number of rules per result, all nine results present (V(notselected) included).
+  returned: success
+  type: dict
+  sample: {"pass": 109, "fail": 165, "error": 0, "unknown": 0, "notapplicable": 116,
+           "notchecked": 0, "notselected": 1530, "informational": 0, "fixed": 0}
+missing:
+  description:
+    - Requested rules (full ids) that got no rule-result or only V(notselected). Never a pass.
+    - Always empty for a whole-profile scan.
+  returned: success
+  type: list
+  elements: str
+  sample: []
+requested_rules:
+  description: The requested rules as passed to oscap (full ids, duplicates removed).
+  returned: always
+  type: list
+  elements: str
+oscap_version:
+  description: Version from the first line of C(oscap --version).
+  returned: when oscap was found
+  type: str
+  sample: "1.3.7"
+content_version:
+  description: The Benchmark's C(<version>), the SCAP Security Guide release for SSG content.
+  returned: success
+  type: str
+  sample: "0.1.76"
+benchmark_id:
+  description: Id of the evaluated Benchmark.
+  returned: success
+  type: str
+  sample: xccdf_org.ssgproject.content_benchmark_DEBIAN-12
+profile:
+  description: Full profile id (as expanded and passed to oscap).
+  returned: always
+  type: str
+  sample: xccdf_org.ssgproject.content_profile_anssi_bp28_high
+start_time:
+  description: TestResult start-time (ISO 8601, target clock).
+  returned: success
+  type: str
+  sample: "2026-11-30T07:09:12+00:00"
+end_time:
+  description: TestResult end-time (ISO 8601, target clock).
+  returned: success
+  type: str
+  sample: "2026-11-30T07:09:13+00:00"
+score:
+  description: Default XCCDF score of the TestResult (0 to 100), when present.
+  returned: success
+  type: float
+  sample: 38.5
+elapsed:
+  description: Seconds oscap ran (wall clock, measured by the module).
+  returned: when oscap ran
+  type: float
+  sample: 11.2
+rc:
+  description: oscap's exit status (negative when it was killed by that signal). Not a rule result.
+  returned: when oscap ran
+  type: int
+  sample: 2
+stderr_tail:
+  description: Last lines of oscap's stderr, without the remote-component notices oscap prints on every run.
+  returned: when oscap ran
+  type: str
+scanner_warnings:
+  description:
+    - oscap's own warnings (C(W: oscap:) and C(WARNING:) lines other than the per-run
+      remote-component notices), for example
+      "Rule 'xccdf_org.ssgproject.content_rule_sshd_set_idle_timeout' requires rule
+      'xccdf_org.ssgproject.content_rule_sshd_set_keepalive', but it hasn't been specified
+      using the '--rule' option." They are also emitted as Ansible warnings.
+  returned: when oscap ran
+  type: list
+  elements: str
+unmet_requires:
+  description: Pairs from oscap's "requires rule ... hasn't been specified" warnings.
+  returned: when oscap ran
+  type: list
+  elements: dict
+  contains:
+    rule:
+      description: The rule that was requested.
+      type: str
+    requires:
+      description: The rule it requires, which was not requested.
+      type: str
+results_path:
+  description: Where the XCCDF results were kept (only when O(results_path) was given).
+  returned: success and O(results_path) given
+  type: str
+arf_path:
+  description: Where the ARF results were kept (only when O(arf_path) was given).
+  returned: success and O(arf_path) given
+  type: str
+error_kind:
+  description:
+    - Why the scan failed, one of V(oscap_missing), V(datastream_missing),
+      V(datastream_invalid), V(unknown_profile), V(unknown_rule), V(results_unwritable),
+      V(scanner_crashed), V(oom_killed), V(timeout), V(oscap_error).
+  returned: failure
+  type: str
+  sample: results_unwritable
+cmd:
+  description: The oscap command line that ran.
+  returned: when oscap ran
+  type: list
+  elements: str
+"""
+
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.scapforge.remediation.plugins.module_utils.oscap_results import (
+    classify_oscap_failure,
+    full_profile_id,
+    full_rule_ids,
+    missing_rules,
+    parse_oscap_version,
+    parse_xccdf_results,
+    scanner_warnings,
+    stderr_tail,
+    unmet_requires,
+)
+
+
+class ScanFailed(Exception):
+    """A scan that produced no usable result; carries the closed ``error_kind`` and extra return keys."""
+
+    def __init__(self, error_kind, msg, **extra):
+        Exception.__init__(self, msg)
+        self.error_kind = error_kind
+        self.msg = msg
+        self.extra = extra
+
+
+def _c_env():
+    env = dict(os.environ)
+    env["LC_ALL"] = "C"
+    env["LANG"] = "C"
+    return env
+
+
+def find_oscap(module, oscap_path):
+    """Path of the oscap executable, or raise ScanFailed(oscap_missing)."""
+    if oscap_path:
+        if os.path.isfile(oscap_path) and os.access(oscap_path, os.X_OK):
+            return oscap_path
+        raise ScanFailed("oscap_missing", "oscap_path %s is not an executable file." % oscap_path)
+    found = module.get_bin_path("oscap", required=False)
+    if not found:
+        raise ScanFailed(
+            "oscap_missing",
+            "oscap was not found on PATH (install openscap-scanner, or set oscap_path).",
+        )
+    return found
+
+
+def oscap_version(oscap):
+    """First-line version of ``oscap --version`` ("1.3.7"), or None when it cannot be read."""
+    try:
+        proc = subprocess.run(
+            [oscap, "--version"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=_c_env(),
+            timeout=60,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return parse_oscap_version(proc.stdout.decode("utf-8", "replace"))
+
+
+def check_output_path(path, option):
+    """Raise ScanFailed(results_unwritable) unless path's directory exists and is writable."""
+    if not path:
+        return
+    directory = os.path.dirname(os.path.abspath(path)) or "/"
+    if not os.path.isdir(directory):
+        raise ScanFailed(
+            "results_unwritable",
+            "%s %s cannot be written: directory %s does not exist." % (option, path, directory),
+        )
+    if not os.access(directory, os.W_OK | os.X_OK):
+        raise ScanFailed(
+            "results_unwritable",
+            "%s %s cannot be written: directory %s is not writable." % (option, path, directory),
+        )
+    if os.path.isdir(path):
+        raise ScanFailed("results_unwritable", "%s %s is a directory." % (option, path))
+
+
+def check_datastream(path):
+    """Raise ScanFailed(datastream_missing / datastream_invalid) for paths oscap cannot read."""
+    if not os.path.exists(path):
+        raise ScanFailed("datastream_missing", "Datastream %s does not exist on the target." % path)
+    if os.path.isdir(path):
+        raise ScanFailed("datastream_invalid", "Datastream %s is a directory, not a SCAP datastream file." % path)
+    if not os.access(path, os.R_OK):
+        raise ScanFailed("datastream_missing", "Datastream %s is not readable." % path)
+
+
+def run_oscap(cmd, workdir, timeout):
+    """Run cmd in its own session; return (rc, stderr_text, elapsed_s, timed_out).
+
+    stdout and stderr go to files in workdir (a whole-profile run prints thousands of
+    lines). On timeout the whole process group is killed with SIGKILL.
+    """
+    out_path = os.path.join(workdir, "oscap.stdout")
+    err_path = os.path.join(workdir, "oscap.stderr")
+    timed_out = False
+    start = time.time()
+    with open(out_path, "wb") as out, open(err_path, "wb") as err:
+        proc = subprocess.Popen(
+            cmd,
+            stdout=out,
+            stderr=err,
+            stdin=subprocess.DEVNULL,
+            cwd=workdir,
+            env=_c_env(),
+            start_new_session=True,
+        )
+        try:
+            rc = proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except OSError:
+                pass
+            rc = proc.wait()
+    elapsed = round(time.time() - start, 3)
+    with open(err_path, "rb") as fh:
+        stderr = fh.read().decode("utf-8", "replace")
+    return rc, stderr, elapsed, timed_out
+
+
+def keep_copy(src, dest, option):
+    """Copy src to dest; raise ScanFailed(results_unwritable) naming dest on failure."""
+    try:
+        shutil.copyfile(src, dest)
+    except (IOError, OSError) as exc:
+        raise ScanFailed("results_unwritable", "%s %s cannot be written: %s" % (option, dest, exc))
+
+
+def scan(module, params, result):
+    """Run the scan described by params, filling result; raise ScanFailed on failure."""
+    oscap = find_oscap(module, params["oscap_path"])
+    result["oscap_version"] = oscap_version(oscap)
+    datastream = params["datastream"]
+    check_datastream(datastream)
+    check_output_path(params["results_path"], "results_path")
+    check_output_path(params["arf_path"], "arf_path")
+    if params["tailoring_file"] and not os.path.isfile(params["tailoring_file"]):
+        raise ScanFailed("oscap_error", "Tailoring file %s does not exist on the target." % params["tailoring_file"])
+
+    workdir = tempfile.mkdtemp(prefix="scapforge-oscap-")
+    try:
+        tailoring = params["tailoring_file"]
+        if params["tailoring_content"] is not None:
+            tailoring = os.path.join(workdir, "tailoring.xml")
+            with open(tailoring, "wb") as fh:
+                fh.write(params["tailoring_content"].encode("utf-8"))
+        results_xml = os.path.join(workdir, "results.xml")
+        arf_xml = os.path.join(workdir, "arf.xml")
+        cmd = [oscap, "xccdf", "eval"]
+        if tailoring:
+            cmd += ["--tailoring-file", tailoring]
+        cmd += ["--profile", result["profile"]]
+        for rule in result["requested_rules"]:
+            cmd += ["--rule", rule]
+        cmd += ["--results", results_xml]
+        if params["arf_path"]:
+            cmd += ["--results-arf", arf_xml]
+        cmd.append(datastream)
+        result["cmd"] = cmd
+
+        rc, stderr, elapsed, timed_out = run_oscap(cmd, workdir, params["timeout"])
+        result["rc"] = rc
+        result["elapsed"] = elapsed
+        result["stderr_tail"] = stderr_tail(stderr)
+        result["scanner_warnings"] = scanner_warnings(stderr)
+        result["unmet_requires"] = [{"rule": r, "requires": q} for r, q in unmet_requires(stderr)]
+
+        kind, msg = classify_oscap_failure(
+            rc,
+            stderr,
+            datastream=datastream,
+            tailoring_file=tailoring,
+            timed_out=timed_out,
+            timeout=params["timeout"],
+        )
+        if kind is None and rc not in (0, 2):
+            kind, msg = "oscap_error", "oscap failed (exit %s)." % rc
+        if kind is not None:
+            if kind == "oscap_error" and tailoring and params["tailoring_content"] is not None:
+                msg = msg.replace(tailoring, "from tailoring_content")
+            raise ScanFailed(kind, msg)
+        if not os.path.isfile(results_xml):
+            raise ScanFailed("oscap_error", "oscap exited %s but wrote no results file." % rc)
+        with open(results_xml, "rb") as fh:
+            data = fh.read()
+        try:
+            parsed = parse_xccdf_results(data)
+        except ValueError as exc:
+            raise ScanFailed("oscap_error", "oscap exited %s but its results cannot be read: %s" % (rc, exc))
+
+        if params["results_path"]:
+            keep_copy(results_xml, params["results_path"], "results_path")
+            result["results_path"] = params["results_path"]
+        if params["arf_path"]:
+            if not os.path.isfile(arf_xml):
+                raise ScanFailed("oscap_error", "oscap exited %s but wrote no ARF file." % rc)
+            keep_copy(arf_xml, params["arf_path"], "arf_path")
+            result["arf_path"] = params["arf_path"]
+
+        result["rules"] = parsed["rules"]
+        result["counts"] = parsed["counts"]
+        result["missing"] = missing_rules(result["requested_rules"], parsed["rules"])
+        result["content_version"] = parsed["content_version"]
+        result["benchmark_id"] = parsed["benchmark_id"]
+        result["start_time"] = parsed["start_time"]
+        result["end_time"] = parsed["end_time"]
+        result["score"] = parsed["score"]
+        if parsed["profile"]:
+            result["profile"] = parsed["profile"]
+        if parsed["unexpected"]:
+            result["unexpected_results"] = parsed["unexpected"]
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            datastream=dict(type="path", required=True),
+            profile=dict(type="str", required=True),
+            tailoring_file=dict(type="path"),
+            tailoring_content=dict(type="str"),
+            rules=dict(type="list", elements="str", default=[]),
+            results_path=dict(type="path"),
+            arf_path=dict(type="path"),
+            timeout=dict(type="int", default=900),
+            oscap_path=dict(type="path"),
+        ),
+        mutually_exclusive=[("tailoring_file", "tailoring_content")],
+        supports_check_mode=True,
+    )
+    params = module.params
+    result = dict(changed=False)
+    try:
+        result["profile"] = full_profile_id(params["profile"])
+        result["requested_rules"] = full_rule_ids([r for r in params["rules"] if r and r.strip()])
+    except ValueError as exc:
+        module.fail_json(msg="Invalid argument: %s" % exc, error_kind="oscap_error", **result)
+    if params["timeout"] <= 0:
+        module.fail_json(msg="timeout must be a positive number of seconds.", error_kind="oscap_error", **result)
+
+    try:
+        scan(module, params, result)
+    except ScanFailed as exc:
+        result.update(exc.extra)
+        result["error_kind"] = exc.error_kind
+        module.fail_json(msg=exc.msg, **result)
+    for line in result.get("scanner_warnings", []):
+        module.warn("oscap: %s" % line)
+    if result.get("missing"):
+        module.warn("No result for requested rule(s): %s" % ", ".join(result["missing"]))
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

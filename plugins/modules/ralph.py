@@ -1,0 +1,157 @@
+#!/usr/bin/python
+# Copyright: scapforge maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# This file documents the action plugin plugins/action/ralph.py, which does all the work.
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: ralph
+short_description: Remediate a host against a SCAP profile with a verified closed loop
+version_added: 0.1.0
+description:
+  - Scans the host with M(scapforge.remediation.oscap_eval), then works every failing XCCDF
+    rule to an outcome - C(remediated), C(escalated), C(skipped) or C(deferred) - each with a
+    reason code from a closed list (see the collection README).
+  - Per rule it runs the SCAP content's own Ansible fix (the C(urn:xccdf:fix:script:ansible)
+    fix of the rule in the datastream, with the profile's XCCDF Values substituted) on the
+    task's own connection, checks that a fresh login with privilege escalation still works,
+    and re-evaluates the rule with OpenSCAP. A rule is reported remediated only when OpenSCAP
+    says C(pass).
+  - Rules whose fix can cut the controller off (sudo NOPASSWD removal, noexec, requiretty,
+    AllowUsers, sshd crypto, root login when connecting as root) are skipped with reason
+    C(access_impacting) unless listed in O(allow_access_impacting).
+  - A rescan after the loop picks up rules that became applicable (for example once a
+    package was installed) and works them too. The final scan gives the C(after) counts.
+  - Writes C(events.jsonl) and C(hosts/<host>.json) under O(run_dir).
+  - The datastream is parsed once on the controller. Its fixes are rendered as templates only
+    when it is trusted, that is read from O(datastream_src) on the controller or fetched from
+    the host with a sha256 listed in O(trusted_sha256).
+author:
+  - scapforge maintainers
+options:
+  datastream:
+    description: Path of the SCAP source datastream on the host.
+    type: str
+    required: true
+  profile:
+    description: XCCDF profile id, full or short (C(anssi_bp28_high)).
+    type: str
+    required: true
+  datastream_src:
+    description:
+      - Controller path of the same datastream; parsed on the controller and trusted.
+      - Without it the datastream is fetched from the host and must match O(trusted_sha256).
+    type: path
+  trusted_sha256:
+    description: sha256 digests of datastreams whose fixes may be rendered as templates.
+    type: list
+    elements: str
+    default: []
+  rules:
+    description:
+      - Limit the scans and the work to these rules (full or short ids) and the rules they
+        require. Rules outside the profile are selected with a generated tailoring file.
+      - Empty means the whole profile.
+    type: list
+    elements: str
+    default: []
+  skip_rules:
+    description: Rules never attempted (reported C(skipped), reason C(waived)).
+    type: list
+    elements: str
+    default: []
+  allow_access_impacting:
+    description: Access-impacting rules the user allows to run; C(all) allows every one.
+    type: list
+    elements: str
+    default: []
+  health_check:
+    description: After every applied fix, log in afresh and escalate; stop the host if that fails.
+    type: bool
+    default: true
+  rescan:
+    description: Work the rules that fail in the rescan and were not failing at baseline.
+    type: bool
+    default: true
+  run_dir:
+    description: Controller directory for events and reports; default C(<playbook_dir>/scapforge-runs/<run_id>).
+    type: path
+  run_id:
+    description: Identifier shared by every host of one playbook run (set once by the role).
+    type: str
+  time_budget:
+    description: Seconds after which remaining rules are skipped with reason C(budget); 0 means none.
+    type: float
+    default: 0
+attributes:
+  check_mode:
+    support: full
+    details: Scans and reports the plan (which rules, whether the fix passes the gate); changes nothing.
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
+notes:
+  - Requires ansible-core 2.19 or later, whose templating does not render untrusted strings.
+  - The host needs Python 3.9+ and the C(oscap) command (package openscap-scanner).
+seealso:
+  - module: scapforge.remediation.oscap_eval
+"""
+
+EXAMPLES = r"""
+- name: Remediate against ANSSI BP-028 high, with a controller copy of the content
+  scapforge.remediation.ralph:
+    datastream: /usr/share/xml/scap/ssg/content/ssg-debian12-ds.xml
+    datastream_src: /var/lib/scapforge-lab/content/ssg-debian12-ds.xml
+    profile: anssi_bp28_high
+    run_id: "{{ scapforge_run_id }}"
+
+- name: Only two rules, one of them outside the profile
+  scapforge.remediation.ralph:
+    datastream: /usr/share/xml/scap/ssg/content/ssg-rhel9-ds.xml
+    profile: stig
+    trusted_sha256: ["{{ stig_content_sha256 }}"]
+    rules: [accounts_umask_etc_login_defs, sshd_set_idle_timeout]
+"""
+
+RETURN = r"""
+before:
+  description: Rule counts by result at baseline (notselected excluded).
+  returned: always
+  type: dict
+  sample: {"pass": 109, "fail": 165, "notapplicable": 116}
+after:
+  description: Rule counts by result in the final scan.
+  returned: always
+  type: dict
+  sample: {"pass": 240, "fail": 40, "notapplicable": 110}
+outcomes:
+  description: Number of rules per C(outcome/reason).
+  returned: always
+  type: dict
+  sample: {"remediated/verified": 120, "skipped/access_impacting": 4, "escalated/fix_failed": 9}
+regressions:
+  description: Short ids of rules that passed at baseline and do not pass in the final scan.
+  returned: always
+  type: list
+  elements: str
+picked_up_by_rescan:
+  description: Rules that were not failing at baseline, failed in the rescan and were worked.
+  returned: always
+  type: list
+  elements: str
+stopped:
+  description: Why the host was stopped (failed health check), or null.
+  returned: always
+  type: str
+report:
+  description: Controller path of this host's full JSON report (per-rule outcome, reason, attempts, modules).
+  returned: always
+  type: str
+run_dir:
+  description: Controller directory of the run (events.jsonl, hosts/, summary.json).
+  returned: always
+  type: str
+"""

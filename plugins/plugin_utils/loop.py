@@ -1,0 +1,394 @@
+"""The per-host remediation loop (first version: vendor fixes, verification, outcomes).
+
+Runs inside the ``scapforge.remediation.ralph`` action plugin on the controller:
+
+1. baseline scan with ``oscap_eval`` (the profile, or the requested rules and the rules
+   they require, DESIGN decision 6);
+2. every rule that fails is a work item; ``error``/``unknown``/``notchecked`` are reported,
+   never worked on (decision 3);
+3. per work item: waiver and access checks, the vendor fix from the datastream rendered with
+   the profile's XCCDF Values, executed on the action's own connection (decision 1), a
+   fresh-connection health check, re-evaluation of the rule with oscap;
+4. a rescan picks up rules that became applicable (a package got installed) and works them;
+5. the final scan gives the ``after`` counts and the regressions (pass before, not after).
+
+Everything a human needs later goes to the run's ``events.jsonl`` and the host's JSON file.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import hashlib
+import json
+import os
+import time
+import typing as t
+
+import yaml
+
+from ansible_collections.scapforge.remediation.plugins.plugin_utils import health, outcomes, safety
+from ansible_collections.scapforge.remediation.plugins.plugin_utils.catalog import Catalog, CatalogError
+from ansible_collections.scapforge.remediation.plugins.plugin_utils.events import EventLog
+from ansible_collections.scapforge.remediation.plugins.plugin_utils.executor import TaskListExecutor
+from ansible_collections.scapforge.remediation.plugins.plugin_utils.tailoring import build_tailoring
+
+OSCAP_EVAL = "scapforge.remediation.oscap_eval"
+#: oscap_eval error kinds that mean the scanner itself died (shared/cases scanner-crash).
+CRASH_KINDS = frozenset({"scanner_crashed", "oom_killed", "timeout"})
+#: results that are reported but never become work items (DESIGN decision 3).
+NOT_WORK = ("error", "unknown", "notchecked")
+
+
+class LoopError(Exception):
+    """The run cannot start or go on for this host (bad content, unknown profile, scan failure).
+
+    ``reason`` is a short code for the task result (``content``, ``profile``, ``scan_failed``,
+    ``scanner_crash``, ``untrusted_content``); the message says what to do.
+    """
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+@dataclasses.dataclass
+class LoopOptions:
+    """What the user asked for; field meanings are documented in plugins/modules/ralph.py."""
+
+    datastream: str
+    profile: str
+    datastream_src: str | None = None
+    trusted_sha256: list[str] = dataclasses.field(default_factory=list)
+    rules: list[str] = dataclasses.field(default_factory=list)
+    skip_rules: list[str] = dataclasses.field(default_factory=list)
+    allow_access_impacting: list[str] = dataclasses.field(default_factory=list)
+    health_check: bool = True
+    rescan: bool = True
+    run_dir: str = "."
+    run_id: str = ""
+    time_budget: float = 0.0  # seconds, 0 = no limit
+
+
+class Scanner:
+    """Runs ``oscap_eval`` through the action plugin; one call per scan or verify batch."""
+
+    def __init__(self, action, task_vars: dict, datastream: str, profile: str, tailoring: str | None):
+        self.action = action
+        self.task_vars = task_vars
+        self.base_args = {"datastream": datastream, "profile": profile}
+        if tailoring:
+            self.base_args["tailoring_content"] = tailoring
+
+    def scan(self, rules: t.Sequence[str] = ()) -> dict:
+        """Return oscap_eval's result dict (``rules``, ``counts``, ``missing``, ``failed``...)."""
+        args = dict(self.base_args)
+        if rules:
+            args["rules"] = list(rules)
+        return self.action._execute_module(
+            module_name=OSCAP_EVAL, module_args=args, task_vars=self.task_vars, wrap_async=False
+        )
+
+
+def load_catalog(action, task_vars: dict, opts: LoopOptions) -> tuple[Catalog, bool, str]:
+    """Parse the datastream once on the controller; return (catalog, trusted, where from).
+
+    Content read from ``datastream_src`` on the controller is trusted; content fetched from
+    the target is trusted only if its sha256 is in ``trusted_sha256`` (DESIGN decision 2).
+    Raises LoopError(``content``/``untrusted_content``) with a message naming the file.
+    """
+    if opts.datastream_src:
+        try:
+            with open(opts.datastream_src, "rb") as handle:
+                data = handle.read()
+        except OSError as exc:
+            raise LoopError("content", "cannot read datastream_src %s: %s" % (opts.datastream_src, exc)) from None
+        source, trusted = "controller:" + opts.datastream_src, True
+    else:
+        slurped = action._execute_module(
+            module_name="ansible.builtin.slurp", module_args={"src": opts.datastream}, task_vars=task_vars
+        )
+        if slurped.get("failed"):
+            raise LoopError("content", "cannot read datastream %s on the host: %s" % (opts.datastream, slurped.get("msg")))
+        data = base64.b64decode(slurped["content"])
+        digest = hashlib.sha256(data).hexdigest()
+        trusted = digest in {d.lower() for d in opts.trusted_sha256}
+        source = "target:" + opts.datastream
+        if not trusted:
+            raise LoopError(
+                "untrusted_content",
+                "datastream %s on the host has sha256 %s, which the controller does not know; pass "
+                "datastream_src (a controller copy) or add the digest to trusted_sha256" % (opts.datastream, digest),
+            )
+    try:
+        return Catalog.from_bytes(data), trusted, source
+    except CatalogError as exc:
+        raise LoopError("content", "datastream from %s: %s" % (source, exc)) from None
+
+
+def counts_of(results: dict) -> dict:
+    """Counts by result value of a ``{rule: result}`` map (notselected excluded)."""
+    counts: dict[str, int] = {}
+    for value in results.values():
+        if value != "notselected":
+            counts[value] = counts.get(value, 0) + 1
+    return dict(sorted(counts.items()))
+
+
+class RemediationLoop:
+    """One host's run. ``run()`` returns the host report (see ``HOST_REPORT_KEYS``)."""
+
+    def __init__(self, action, task_vars: dict, opts: LoopOptions, check_mode: bool) -> None:
+        self.action = action
+        self.task_vars = task_vars
+        self.opts = opts
+        self.check_mode = check_mode
+        self.host = task_vars.get("inventory_hostname", "localhost")
+        self.events = EventLog(os.path.join(opts.run_dir, "events.jsonl"), self.host)
+        self.outcomes: dict[str, outcomes.RuleOutcome] = {}
+        self.stopped: str | None = None  # detail of the failed health check, once stopped
+        self.changed = False
+        self.started = time.monotonic()
+        self.remote_user = self._remote_user()
+
+    # -- setup -----------------------------------------------------------------------------
+    def _remote_user(self) -> str | None:
+        try:
+            user = self.action._connection.get_option("remote_user")
+        except Exception:
+            user = None
+        return user or self.task_vars.get("ansible_user") or self.action._play_context.remote_user
+
+    def _prepare(self) -> None:
+        self.catalog, self.trusted, source = load_catalog(self.action, self.task_vars, self.opts)
+        try:
+            self.profile = self.catalog.profile(self.opts.profile)
+            self.scope = [self.catalog.rule(r).id for r in self.opts.rules]
+        except CatalogError as exc:
+            raise LoopError("profile", str(exc)) from None
+        selected = set(self.profile.selected_rules)
+        scope = self.catalog.expand_requires(self.scope) if self.scope else []
+        outside = [r for r in scope if r not in selected]
+        tailoring_xml, profile_id = None, self.profile.id
+        if outside:  # decision 5: select them with a generated tailoring file
+            xml_bytes, profile_id = build_tailoring(self.catalog, self.profile.id, select=outside)
+            tailoring_xml = xml_bytes.decode("utf-8")
+        self.scan_rules = scope
+        self.scanner = Scanner(self.action, self.task_vars, self.opts.datastream, profile_id, tailoring_xml)
+        self.events.emit(
+            "run_start",
+            run_id=self.opts.run_id,
+            profile=self.profile.id,
+            datastream=self.opts.datastream,
+            content_source=source,
+            content_sha256=self.catalog.sha256,
+            trusted=self.trusted,
+            scope=[safety.short_rule_id(r) for r in scope],
+            tailored=[safety.short_rule_id(r) for r in outside],
+            check_mode=self.check_mode,
+        )
+
+    def _scan(self, label: str) -> dict:
+        started = time.monotonic()
+        result = self.scanner.scan(self.scan_rules)
+        if result.get("failed"):
+            kind = result.get("error_kind", "oscap_error")
+            self.events.emit("scan_failed", label=label, error_kind=kind, msg=result.get("msg"))
+            code = "scanner_crash" if kind in CRASH_KINDS else "scan_failed"
+            raise LoopError(code, "%s scan failed (%s): %s" % (label, kind, result.get("msg")))
+        results = result.get("rules", {})
+        self.events.emit(
+            "scan",
+            label=label,
+            counts=counts_of(results),
+            seconds=round(time.monotonic() - started, 2),
+            oscap_version=result.get("oscap_version"),
+            content_version=result.get("content_version"),
+            missing=result.get("missing", []),
+        )
+        return result
+
+    # -- one rule --------------------------------------------------------------------------
+    def _finish(self, rule_id: str, reason: str, **kwargs: t.Any) -> outcomes.RuleOutcome:
+        rule = self.catalog.rule(rule_id)
+        outcome = outcomes.RuleOutcome.of(rule_id, reason, category=rule.category, **kwargs)
+        self.outcomes[rule_id] = outcome
+        self.events.emit("rule_complete", rule=safety.short_rule_id(rule_id), **outcome.to_dict())
+        return outcome
+
+    def _out_of_budget(self) -> bool:
+        return bool(self.opts.time_budget) and time.monotonic() - self.started > self.opts.time_budget
+
+    def remediate(self, rule_id: str) -> outcomes.RuleOutcome:
+        """Work one failing rule to an outcome; never raises for a host-side failure."""
+        short = safety.short_rule_id(rule_id)
+        rule = self.catalog.rule(rule_id)
+        self.events.emit("rule_start", rule=short, title=rule.title, category=rule.category)
+        if self.stopped:
+            return self._finish(rule_id, "host_stopped", detail=self.stopped)
+        if self._out_of_budget():
+            return self._finish(rule_id, "budget")
+        if short in self.opts.skip_rules or rule_id in self.opts.skip_rules:
+            return self._finish(rule_id, "waived")
+        impact = safety.access_impact(rule_id, self.remote_user)
+        allowed = {safety.short_rule_id(r) for r in self.opts.allow_access_impacting}
+        if impact and short not in allowed and "all" not in allowed:
+            return self._finish(rule_id, "access_impacting", detail=impact)
+        unfixable = safety.unfixable_kind(rule_id)
+        if unfixable:
+            return self._finish(rule_id, outcomes.environment_reason(unfixable), detail="no fix on a running host can pass this rule")
+        fix = rule.ansible_fix
+        if fix is None:
+            return self._finish(rule_id, "no_fix", detail="the datastream has no Ansible fix for this rule")
+
+        tasks = yaml.safe_load(self.catalog.render_fix(rule_id, self.profile.id)) or []
+        executor = TaskListExecutor(self.action, self.task_vars, trusted=self.trusted)
+        if self.check_mode:
+            problems = executor.validate(tasks)
+            if problems:
+                return self._finish(rule_id, "fix_refused", detail="; ".join(problems)[:500])
+            return self._finish(rule_id, "check_mode", detail="vendor fix would run (%d tasks)" % len(tasks))
+
+        report = executor.run(tasks)
+        self.changed = self.changed or report.changed
+        self.events.emit(
+            "fix_applied",
+            rule=short,
+            attempt=1,
+            source="vendor",
+            ok=report.ok,
+            changed=report.changed,
+            refused=report.refused,
+            failed_task=report.failed_task,
+            error=report.error,
+            modules=report.modules,
+            reboot=fix.reboot,
+        )
+        if report.refused:
+            return self._finish(rule_id, "fix_refused", attempts=1, detail=report.refused[:500])
+        if self.opts.health_check:
+            status = health.check_host(self.action)
+            self.events.emit("health", rule=short, attempt=1, **status.to_dict())
+            if not status.healthy:
+                self.stopped = "stopped after %s: %s" % (short, status.detail)
+                self.events.emit("host_stopped", rule=short, detail=status.detail)
+                return self._finish(rule_id, "unhealthy", attempts=1, modules=report.modules, detail=status.detail)
+        return self._verify(rule_id, report, fix.reboot)
+
+    def _verify(self, rule_id: str, report, reboot: bool) -> outcomes.RuleOutcome:
+        short = safety.short_rule_id(rule_id)
+        batch = self.catalog.expand_requires([rule_id])
+        result = self.scanner.scan(batch)
+        common = {"attempts": 1, "modules": report.modules}
+        if result.get("failed"):
+            kind = result.get("error_kind", "oscap_error")
+            self.events.emit("verify", rule=short, attempt=1, failed=True, error_kind=kind, msg=result.get("msg"))
+            reason = "scanner_crash" if kind in CRASH_KINDS else "verify_error"
+            return self._finish(rule_id, reason, detail=str(result.get("msg"))[:500], **common)
+        value = result.get("rules", {}).get(rule_id, "missing")
+        self.events.emit("verify", rule=short, attempt=1, result=value, batch=[safety.short_rule_id(r) for r in batch])
+        error = (report.error or "")[:500]
+        if value == "pass":
+            detail = "a task failed but the rule passes: %s" % error if not report.ok else ""
+            return self._finish(rule_id, "verified", detail=detail, **common)
+        if value == "fail":
+            if reboot:
+                return self._finish(rule_id, "reboot_required", detail=error, **common)
+            if not report.ok:
+                kind = safety.environment_kind(report.error or "")
+                reason = outcomes.environment_reason(kind) if kind else "fix_failed"
+                return self._finish(rule_id, reason, detail="%s: %s" % (report.failed_task, error), **common)
+            return self._finish(rule_id, "fix_ineffective", detail="the fix ran; oscap still reports fail", **common)
+        return self._finish(rule_id, "verify_error", detail="oscap result after the fix: %s" % value, **common)
+
+    # -- the run ---------------------------------------------------------------------------
+    def _work(self, rule_ids: t.Iterable[str]) -> None:
+        for rule_id in rule_ids:
+            self.remediate(rule_id)
+
+    def run(self) -> dict:
+        """Run the loop for this host and return its report (also written to hosts/<host>.json).
+
+        Raises LoopError when the run cannot start (content, profile, baseline scan).
+        """
+        self._prepare()
+        baseline = self._scan("baseline")
+        before = baseline.get("rules", {})
+        in_scope = set(self.scope) if self.scope else None
+        work = [r for r, v in before.items() if v == "fail" and (in_scope is None or r in in_scope)]
+        self._work(work)
+
+        final = baseline
+        picked_up: list[str] = []
+        if not self.check_mode:
+            final = self._scan("rescan")
+            if self.opts.rescan:
+                picked_up = [
+                    r for r, v in final.get("rules", {}).items()
+                    if v == "fail" and r not in self.outcomes and before.get(r) != "fail"
+                    and (in_scope is None or r in in_scope)
+                ]
+                if picked_up:
+                    self.events.emit("rescan_picked_up", rules=[safety.short_rule_id(r) for r in picked_up])
+                    self._work(picked_up)
+                    final = self._scan("final")
+        after = final.get("rules", {})
+        self._mark_regressed(after)
+        return self._report(baseline, final, picked_up)
+
+    def _mark_regressed(self, after: dict) -> None:
+        for rule_id, outcome in list(self.outcomes.items()):
+            if outcome.outcome == outcomes.REMEDIATED and after.get(rule_id) not in (None, "pass"):
+                self._finish(rule_id, "regressed", attempts=outcome.attempts, modules=outcome.modules,
+                             detail="passed after its fix, %s in the final scan" % after.get(rule_id))
+
+    def _report(self, baseline: dict, final: dict, picked_up: list[str]) -> dict:
+        before, after = baseline.get("rules", {}), final.get("rules", {})
+        regressions = sorted(
+            safety.short_rule_id(r) for r, v in before.items() if v == "pass" and after.get(r) not in (None, "pass")
+        )
+        by_reason: dict[str, int] = {}
+        for outcome in self.outcomes.values():
+            key = "%s/%s" % (outcome.outcome, outcome.reason)
+            by_reason[key] = by_reason.get(key, 0) + 1
+        not_work = {
+            value: sorted(safety.short_rule_id(r) for r, v in after.items() if v == value) for value in NOT_WORK
+        }
+        report = {
+            "host": self.host,
+            "run_id": self.opts.run_id,
+            "profile": self.profile.id,
+            "content": {
+                "sha256": self.catalog.sha256,
+                "benchmark_version": self.catalog.benchmark_version,
+                "oscap_version": baseline.get("oscap_version"),
+            },
+            "check_mode": self.check_mode,
+            "before": counts_of(before),
+            "after": counts_of(after),
+            "outcomes": dict(sorted(by_reason.items())),
+            "regressions": regressions,
+            "picked_up_by_rescan": sorted(safety.short_rule_id(r) for r in picked_up),
+            "not_work_items": {k: v for k, v in not_work.items() if v},
+            "stopped": self.stopped,
+            "seconds": round(time.monotonic() - self.started, 1),
+            "rules": {safety.short_rule_id(r): o.to_dict() for r, o in sorted(self.outcomes.items())},
+        }
+        for outcome in report["rules"].values():
+            outcome["rule"] = safety.short_rule_id(outcome["rule"])
+        write_host_report(self.opts.run_dir, self.host, report)
+        self.events.emit("run_end", before=report["before"], after=report["after"], outcomes=report["outcomes"],
+                         regressions=regressions, seconds=report["seconds"])
+        return report
+
+
+def write_host_report(run_dir: str, host: str, report: dict) -> str:
+    """Write ``<run_dir>/hosts/<host>.json`` atomically (temp file + rename); return its path."""
+    folder = os.path.join(run_dir, "hosts")
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, "%s.json" % host)
+    tmp = "%s.tmp.%d" % (path, os.getpid())
+    with open(tmp, "w", encoding="utf-8") as handle:
+        json.dump(report, handle, indent=1, sort_keys=True)
+    os.replace(tmp, path)
+    return path

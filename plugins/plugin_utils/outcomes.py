@@ -1,0 +1,94 @@
+"""The closed list of per-rule outcomes and reason codes (DESIGN decision 3).
+
+Every rule that failed at baseline ends a run with exactly one ``Outcome`` carrying one
+reason code from ``REASONS``. Reports, events and the memory store use these strings;
+adding a reason means adding it here, with its meaning, and nowhere else.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing as t
+
+REMEDIATED = "remediated"
+ESCALATED = "escalated"
+SKIPPED = "skipped"
+DEFERRED = "deferred"
+
+OUTCOMES = (REMEDIATED, ESCALATED, SKIPPED, DEFERRED)
+
+#: reason code -> (outcome it belongs to, what it means). ``environment:<kind>`` codes are
+#: open-ended in their kind and belong to ``escalated`` (see ``environment_reason``).
+REASONS: dict[str, tuple[str, str]] = {
+    "verified": (REMEDIATED, "the fix ran and OpenSCAP now reports pass for the rule"),
+    "no_fix": (ESCALATED, "the content has no Ansible fix for the rule and no LLM is configured"),
+    "fix_refused": (ESCALATED, "the gate refused the fix before anything ran (unsupported keyword or module)"),
+    "fix_failed": (ESCALATED, "a task of the fix failed on the host"),
+    "fix_ineffective": (ESCALATED, "the fix ran without error but OpenSCAP still reports fail"),
+    "verify_error": (ESCALATED, "after the fix OpenSCAP reports error/unknown for the rule, not pass"),
+    "scanner_crash": (ESCALATED, "oscap crashed or was killed while verifying the rule"),
+    "unhealthy": (ESCALATED, "after the fix a fresh connection with privilege escalation failed; the host was stopped"),
+    "regressed": (ESCALATED, "the rule passed after its fix but fails in the final scan (another fix undid it)"),
+    "llm_unavailable": (ESCALATED, "the rule needs a model-written fix and no LLM endpoint is configured"),
+    "access_impacting": (SKIPPED, "the fix can cut the controller off (sudo, sshd access, root login); opt in to run it"),
+    "waived": (SKIPPED, "the user listed the rule in scapforge_skip_rules"),
+    "host_stopped": (SKIPPED, "not attempted: the host was stopped earlier in the run (see the rule with reason unhealthy)"),
+    "check_mode": (SKIPPED, "check mode: the fix was planned, not applied"),
+    "budget": (SKIPPED, "not attempted: the run's time budget was spent"),
+    "reboot_required": (DEFERRED, "the fix is applied and its metadata says reboot; the rule still fails until a reboot"),
+}
+
+ENVIRONMENT_PREFIX = "environment:"
+
+
+def environment_reason(kind: str) -> str:
+    """Return the reason code ``environment:<kind>`` (outcome ``escalated``).
+
+    ``kind`` is a short slug naming what in the host's environment, not the rule, stops the
+    fix (for example ``read_only_proc_sys`` in a container, ``kernel_config`` on a running
+    kernel, ``partitioning``). Raises ValueError for an empty or spaced kind.
+    """
+    if not kind or any(ch.isspace() for ch in kind):
+        raise ValueError("environment kind must be a non-empty slug, got %r" % (kind,))
+    return ENVIRONMENT_PREFIX + kind
+
+
+def outcome_for(reason: str) -> str:
+    """Return the outcome a reason code belongs to; raise ValueError for an unknown code."""
+    if reason.startswith(ENVIRONMENT_PREFIX) and len(reason) > len(ENVIRONMENT_PREFIX):
+        return ESCALATED
+    try:
+        return REASONS[reason][0]
+    except KeyError:
+        raise ValueError("unknown reason code %r (see outcomes.REASONS)" % (reason,)) from None
+
+
+@dataclasses.dataclass
+class RuleOutcome:
+    """What a run did about one rule that failed at baseline.
+
+    ``rule`` is the full XCCDF rule id; ``attempts`` counts fixes applied (0 when none ran);
+    ``modules`` the canonical FQCNs executed; ``detail`` a one-line human explanation
+    (an error message, the override that was found), at most a few hundred characters.
+    """
+
+    rule: str
+    outcome: str
+    reason: str
+    attempts: int = 0
+    modules: list[str] = dataclasses.field(default_factory=list)
+    detail: str = ""
+    category: str = ""
+
+    def __post_init__(self) -> None:
+        expected = outcome_for(self.reason)
+        if self.outcome != expected:
+            raise ValueError("reason %r belongs to outcome %r, not %r" % (self.reason, expected, self.outcome))
+
+    @classmethod
+    def of(cls, rule: str, reason: str, **kwargs: t.Any) -> "RuleOutcome":
+        """Build an outcome from its reason code (the outcome follows from the reason)."""
+        return cls(rule=rule, outcome=outcome_for(reason), reason=reason, **kwargs)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)

@@ -1,0 +1,57 @@
+"""Merge the per-host reports of a run into one ``summary.json`` (DESIGN decision 7)."""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+
+
+def merge_host_reports(run_dir: str) -> dict:
+    """Read ``<run_dir>/hosts/*.json`` and return the run summary.
+
+    Shape: ``{"run_id", "hosts": {host: report}, "totals": {"before": {...}, "after": {...},
+    "outcomes": {...}}, "regressions": {host: [rules]}}``. A report that is not valid JSON
+    is listed under ``"unreadable"`` with its error instead of aborting the merge.
+    """
+    hosts: dict[str, dict] = {}
+    unreadable: dict[str, str] = {}
+    for path in sorted(glob.glob(os.path.join(run_dir, "hosts", "*.json"))):
+        try:
+            with open(path, encoding="utf-8") as handle:
+                report = json.load(handle)
+            hosts[report["host"]] = report
+        except (OSError, ValueError, KeyError) as exc:
+            unreadable[os.path.basename(path)] = str(exc)
+    totals: dict[str, dict[str, int]] = {"before": {}, "after": {}, "outcomes": {}}
+    for report in hosts.values():
+        for key in totals:
+            for name, count in report.get(key, {}).items():
+                totals[key][name] = totals[key].get(name, 0) + count
+    summary = {
+        "run_id": next((r.get("run_id") for r in hosts.values()), os.path.basename(run_dir.rstrip("/"))),
+        "hosts": hosts,
+        "totals": {k: dict(sorted(v.items())) for k, v in totals.items()},
+        "regressions": {h: r.get("regressions", []) for h, r in hosts.items() if r.get("regressions")},
+    }
+    if unreadable:
+        summary["unreadable"] = unreadable
+    return summary
+
+
+def write_summary(run_dir: str) -> tuple[str, dict]:
+    """Write ``summary.json`` atomically and point ``<run_dir>/../latest`` at the run.
+
+    Returns (path, summary). Raises OSError if the run directory is not writable.
+    """
+    summary = merge_host_reports(run_dir)
+    path = os.path.join(run_dir, "summary.json")
+    tmp = "%s.tmp.%d" % (path, os.getpid())
+    with open(tmp, "w", encoding="utf-8") as handle:
+        json.dump(summary, handle, indent=1, sort_keys=True)
+    os.replace(tmp, path)
+    latest = os.path.join(os.path.dirname(os.path.abspath(run_dir)), "latest")
+    tmp_link = "%s.tmp.%d" % (latest, os.getpid())
+    os.symlink(os.path.basename(os.path.abspath(run_dir)), tmp_link)
+    os.replace(tmp_link, latest)
+    return path, summary
