@@ -14,7 +14,7 @@ PROFILE ?= xccdf_org.ssgproject.content_profile_anssi_bp28_high
 
 # Debian packages the controller needs for the lab (debootstrap, systemd-nspawn, tinyproxy).
 deps:
-	@need=""; for c in debootstrap:debootstrap systemd-nspawn:systemd-container tinyproxy:tinyproxy ssh:openssh-client ssh-keygen:openssh-client curl:curl; do \
+	@need=""; for c in debootstrap:debootstrap systemd-nspawn:systemd-container tinyproxy:tinyproxy ssh:openssh-client ssh-keygen:openssh-client curl:curl ip:iproute2; do \
 	  command -v $${c%%:*} >/dev/null 2>&1 || need="$$need $${c##*:}"; done; \
 	if [ -n "$$need" ]; then apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $$need; fi
 

@@ -4,6 +4,7 @@
     lab.py build                 cached base root + content + SSH key pair + image tweaks
     lab.py up [--hosts N]        boot lab1..labN (building first if needed), write the inventory
     lab.py reset [NAME ...]      stop, wipe the upper layer, boot (default: every running host)
+    lab.py stop NAME [NAME ...]  stop those hosts and wipe their layers (the others keep running)
     lab.py down                  stop every host, unmount, remove host layers and proxies
     lab.py status [--json]       what runs
 
@@ -43,6 +44,8 @@ def main(argv=None):
     up.add_argument("--hosts", type=int, default=int(os.environ.get("LAB_HOSTS", "1")))
     reset = sub.add_parser("reset")
     reset.add_argument("names", nargs="*")
+    stop = sub.add_parser("stop")
+    stop.add_argument("names", nargs="+")
     sub.add_parser("down")
     status = sub.add_parser("status")
     status.add_argument("--json", action="store_true")
@@ -67,6 +70,11 @@ def main(argv=None):
             _print_hosts(hosts)
             lab.write_inventory(args.inventory)
             print("reset in %.1fs" % (time.monotonic() - start))
+        elif args.command == "stop":
+            for name in args.names:
+                lab.stop(name)
+            lab.write_inventory(args.inventory)
+            print("stopped %s in %.1fs" % (" ".join(args.names), time.monotonic() - start))
         elif args.command == "down":
             lab.down()
             inventory = Path(args.inventory)

@@ -236,8 +236,9 @@ def _write_in_root(root, relpath, text, mode=0o644, uid=0, gid=0):
         os.close(fd)
 
 
-def _pid_alive(pid, must_contain=()):
-    """True when ``pid`` runs (not a zombie) and its command line holds every string given."""
+def pid_alive(pid, must_contain=()):
+    """True when ``pid`` (int or None) runs, is not a zombie, and its command line holds
+    every string in ``must_contain`` (a substring of some argument each)."""
     if not pid:
         return False
     try:
@@ -261,20 +262,20 @@ def _reap(pid):
 
 def _stop_pid(pid, must_contain, timeout):
     """SIGTERM ``pid`` (only if its command line matches), wait, SIGKILL after ``timeout`` s."""
-    if not _pid_alive(pid, must_contain):
+    if not pid_alive(pid, must_contain):
         return
     os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         _reap(pid)
-        if not _pid_alive(pid, must_contain):
+        if not pid_alive(pid, must_contain):
             return
         time.sleep(0.1)
-    if _pid_alive(pid, must_contain):
+    if pid_alive(pid, must_contain):
         os.kill(pid, signal.SIGKILL)
     for _ in range(100):
         _reap(pid)
-        if not _pid_alive(pid, must_contain):
+        if not pid_alive(pid, must_contain):
             return
         time.sleep(0.1)
     raise LabError("pid %d did not exit after SIGKILL" % pid)
@@ -418,10 +419,26 @@ class Lab:
         _run([_tool("ssh-keygen"), "-q", "-t", "ed25519", "-N", "", "-C", "scapforge-lab",
               "-f", str(self.key_path)])
 
+    def _overlays_on_rootfs(self):
+        """Mount points of overlays (anyone's) whose lower layers include the base root."""
+        rootfs = str(self.rootfs)
+        points = []
+        with open("/proc/mounts") as handle:
+            for line in handle:
+                fields = line.split()
+                if fields[2] != "overlay":
+                    continue
+                for option in fields[3].split(","):
+                    if option.startswith("lowerdir=") and rootfs in [
+                            _unescape_mount(p) for p in option[len("lowerdir="):].split(":")]:
+                        points.append(_unescape_mount(fields[1]))
+        return points
+
     def _require_no_hosts(self, why):
         running = [state["name"] for state in self._states() if self._state_running(state)]
+        running += self._overlays_on_rootfs()
         if running:
-            raise LabError("%s, but hosts run on the base root: %s (run `lab.py down` first)"
+            raise LabError("%s, but hosts run on the base root: %s (run `lab.py down` or unmount them first)"
                            % (why, ", ".join(running)))
 
     def _build_rootfs(self):
@@ -519,7 +536,7 @@ class Lab:
         return sorted(states, key=lambda s: s.get("index", 0))
 
     def _state_running(self, state):
-        return _pid_alive(state.get("pid"), ("systemd-nspawn", state.get("root", "?")))
+        return pid_alive(state.get("pid"), ("systemd-nspawn", state.get("root", "?")))
 
     def _host_from_state(self, state):
         return LabHost(name=state["name"], index=state["index"], address=state["address"],
@@ -725,7 +742,7 @@ class Lab:
         deadline = time.monotonic() + timeout
         for host in hosts:
             while True:
-                if not _pid_alive(host.pid, ("systemd-nspawn",)):
+                if not pid_alive(host.pid, ("systemd-nspawn",)):
                     raise LabError("%s: nspawn exited; console:\n%s"
                                    % (host.name, _tail(self.hosts_dir / host.name / "console.log")))
                 if _port_open(host.address, 22):
@@ -755,6 +772,8 @@ class Lab:
                 "ansible_python_interpreter": "/usr/bin/python3",
                 "ansible_ssh_common_args":
                     "-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null",
+                # The controller's copy of the same content: parsed there, trusted (decision 2).
+                "scapforge_datastream_src": str(self.datastream),
             }}}}}
 
     def write_inventory(self, path, hosts=None):
@@ -774,7 +793,7 @@ class Lab:
             "image": stamp.get("image"),
             "datastream": str(self.datastream) if self.datastream.is_file() else None,
             "hosts": [dict(s, running=self._state_running(s),
-                           proxy_running=_pid_alive(s.get("proxy_pid"), ("tinyproxy",)))
+                           proxy_running=pid_alive(s.get("proxy_pid"), ("tinyproxy",)))
                       for s in self._states()],
             "mounts": mounts_under(self.home),
         }

@@ -55,6 +55,33 @@ _RESULT_PRECEDENCE = (
     "notselected",
 )
 
+#: What each result means for the remediation loop. ``environment``: the scanner could
+#: not decide on this host (e.g. service_*_enabled checks without a running systemd give
+#: ``error``): report it, never treat it as a finding to fix or as a pass.
+RESULT_CLASSES = {
+    "pass": "compliant",
+    "fixed": "compliant",
+    "fail": "finding",
+    "error": "environment",
+    "unknown": "environment",
+    "notchecked": "not_checked",
+    "notapplicable": "not_applicable",
+    "notselected": "not_evaluated",
+    "informational": "informational",
+}
+
+
+def result_class(result):
+    """Class of an XCCDF result (see ``RESULT_CLASSES``): ``"error"`` -> ``"environment"``.
+
+    Raises ValueError for a string that is not one of the nine XCCDF results.
+    """
+    try:
+        return RESULT_CLASSES[result]
+    except KeyError:
+        raise ValueError("not an XCCDF rule result: %r" % (result,))
+
+
 #: The closed list of ``error_kind`` values ``classify_oscap_failure`` and the module return.
 ERROR_KINDS = (
     "oscap_missing",
@@ -74,6 +101,8 @@ ERROR_KINDS = (
 _NOISE_PATTERNS = (
     re.compile(r"^WARNING: Datastream component '.*' points out to the remote '.*'"),
     re.compile(r"^WARNING: Skipping '?.*'? file which is referenced from (datastream|XCCDF content)"),
+    # The rpm probes of a whole-profile scan on Debian (no rpm configuration there).
+    re.compile(r"^(E: oscap: +RPM: |error: )Unable to open /usr/lib/rpm/rpmrc for reading"),
 )
 
 _REQUIRES_RE = re.compile(

@@ -16,9 +16,9 @@ description:
   - Runs C(oscap xccdf eval) on the target for a profile of a SCAP source datastream, the
     whole profile or only the rules given (all in one oscap call, one C(--rule) per rule),
     and returns the result of every rule read from the XCCDF TestResult oscap writes.
-  - The result of a rule is never inferred from oscap's exit code (0 all pass, 2 some did not
+  - "The result of a rule is never inferred from oscap's exit code (0 all pass, 2 some did not
     pass, 1 scanner error): it is read from the rule-result elements of the results file, with
-    the nine XCCDF results kept apart (V(error) is not V(fail)).
+    the nine XCCDF results kept apart (V(error) is not V(fail))."
   - Requested rules that got no rule-result, or only V(notselected), are listed in RV(missing);
     a missing result is never a pass.
   - oscap writes its results into a private temporary directory that is removed afterwards;
@@ -212,8 +212,12 @@ elapsed:
   returned: when oscap ran
   type: float
   sample: 11.2
-rc:
-  description: oscap's exit status (negative when it was killed by that signal). Not a rule result.
+oscap_rc:
+  description:
+    - oscap's exit status (0 all evaluated rules passed, 2 some did not, 1 scanner error;
+      negative when it was killed by that signal). Never a rule result.
+    - Named C(oscap_rc), not C(rc), on purpose - Ansible marks any task whose result has a
+      non-zero C(rc) as failed, and exit 2 is a normal finished scan.
   returned: when oscap ran
   type: int
   sample: 2
@@ -223,11 +227,11 @@ stderr_tail:
   type: str
 scanner_warnings:
   description:
-    - oscap's own warnings (C(W: oscap:) and C(WARNING:) lines other than the per-run
-      remote-component notices), for example
-      "Rule 'xccdf_org.ssgproject.content_rule_sshd_set_idle_timeout' requires rule
+    - "oscap's own warnings (C(W: oscap:) and C(WARNING:) lines other than the per-run
+      remote-component notices), for example C(W: oscap: Rule
+      'xccdf_org.ssgproject.content_rule_sshd_set_idle_timeout' requires rule
       'xccdf_org.ssgproject.content_rule_sshd_set_keepalive', but it hasn't been specified
-      using the '--rule' option." They are also emitted as Ansible warnings.
+      using the '--rule' option.) They are also emitted as Ansible warnings."
   returned: when oscap ran
   type: list
   elements: str
@@ -297,10 +301,15 @@ class ScanFailed(Exception):
         self.extra = extra
 
 
-def _c_env():
+def _c_env(tmpdir=None):
+    """The environment oscap runs in: C locale (stable messages) and, when given, TMPDIR
+    set to the module's private directory (helpers oscap runs honour it; oscap 1.3.7 itself
+    hard-codes /tmp/oscap.XXXXXX and leaves that empty directory behind when killed)."""
     env = dict(os.environ)
     env["LC_ALL"] = "C"
     env["LANG"] = "C"
+    if tmpdir:
+        env["TMPDIR"] = tmpdir
     return env
 
 
@@ -380,7 +389,7 @@ def run_oscap(cmd, workdir, timeout):
             stderr=err,
             stdin=subprocess.DEVNULL,
             cwd=workdir,
-            env=_c_env(),
+            env=_c_env(workdir),
             start_new_session=True,
         )
         try:
@@ -439,7 +448,7 @@ def scan(module, params, result):
         result["cmd"] = cmd
 
         rc, stderr, elapsed, timed_out = run_oscap(cmd, workdir, params["timeout"])
-        result["rc"] = rc
+        result["oscap_rc"] = rc
         result["elapsed"] = elapsed
         result["stderr_tail"] = stderr_tail(stderr)
         result["scanner_warnings"] = scanner_warnings(stderr)
@@ -526,7 +535,7 @@ def main():
         result["error_kind"] = exc.error_kind
         module.fail_json(msg=exc.msg, **result)
     for line in result.get("scanner_warnings", []):
-        module.warn("oscap: %s" % line)
+        module.warn(line)
     if result.get("missing"):
         module.warn("No result for requested rule(s): %s" % ", ".join(result["missing"]))
     module.exit_json(**result)

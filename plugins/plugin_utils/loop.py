@@ -20,7 +20,6 @@ from __future__ import annotations
 import base64
 import dataclasses
 import hashlib
-import json
 import os
 import time
 import typing as t
@@ -31,6 +30,7 @@ from ansible_collections.scapforge.remediation.plugins.plugin_utils import healt
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.catalog import Catalog, CatalogError
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.events import EventLog
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.executor import TaskListExecutor
+from ansible_collections.scapforge.remediation.plugins.plugin_utils.summary import write_host_report
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.tailoring import build_tailoring
 
 OSCAP_EVAL = "scapforge.remediation.oscap_eval"
@@ -381,14 +381,3 @@ class RemediationLoop:
                          regressions=regressions, seconds=report["seconds"])
         return report
 
-
-def write_host_report(run_dir: str, host: str, report: dict) -> str:
-    """Write ``<run_dir>/hosts/<host>.json`` atomically (temp file + rename); return its path."""
-    folder = os.path.join(run_dir, "hosts")
-    os.makedirs(folder, exist_ok=True)
-    path = os.path.join(folder, "%s.json" % host)
-    tmp = "%s.tmp.%d" % (path, os.getpid())
-    with open(tmp, "w", encoding="utf-8") as handle:
-        json.dump(report, handle, indent=1, sort_keys=True)
-    os.replace(tmp, path)
-    return path

@@ -55,3 +55,15 @@ def write_summary(run_dir: str) -> tuple[str, dict]:
     os.symlink(os.path.basename(os.path.abspath(run_dir)), tmp_link)
     os.replace(tmp_link, latest)
     return path, summary
+
+
+def write_host_report(run_dir: str, host: str, report: dict) -> str:
+    """Write ``<run_dir>/hosts/<host>.json`` atomically (temp file + rename); return its path."""
+    folder = os.path.join(run_dir, "hosts")
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, "%s.json" % host)
+    tmp = "%s.tmp.%d" % (path, os.getpid())
+    with open(tmp, "w", encoding="utf-8") as handle:
+        json.dump(report, handle, indent=1, sort_keys=True)
+    os.replace(tmp, path)
+    return path

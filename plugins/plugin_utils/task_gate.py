@@ -117,7 +117,12 @@ def parse_task_text(text: str, trusted: bool = False, source: str = '<task text>
         raise TaskParseError(f'task text must be a string, got {type(text).__name__}')
     data = trust_as_template(text) if trusted else text
     try:
-        tasks = DataLoader().load(data, file_name=source)
+        from ansible._internal._datatag._tags import Origin  # 2.19: gives parser errors a line/column
+        data = Origin(description=source).tag(data)
+    except ImportError:  # pragma: no cover
+        pass
+    try:
+        tasks = DataLoader().load(data)
     except AnsibleError as ex:
         raise TaskParseError(_error_text(ex)) from None
     if tasks is None:
@@ -158,6 +163,16 @@ def _origin_text(obj: t.Any) -> str | None:
     return str(origin) if origin else None
 
 
+def _ensure_plugin_loader() -> None:
+    """Install Ansible's collection loader when nothing did (outside an ansible-playbook run,
+    e.g. unit tests), so collection modules such as ansible.posix.sysctl resolve."""
+    from ansible.utils.collection_loader import AnsibleCollectionConfig
+
+    if AnsibleCollectionConfig.collection_finder is None:
+        from ansible.plugins.loader import init_plugin_loader
+        init_plugin_loader()
+
+
 @functools.lru_cache(maxsize=512)
 def resolve_module(name: str) -> ModuleRef | None:
     """Resolve a module/action name as Ansible does (routing, redirects, ansible.legacy).
@@ -167,6 +182,7 @@ def resolve_module(name: str) -> ModuleRef | None:
     """
     if not isinstance(name, str) or not name:
         return None
+    _ensure_plugin_loader()
     try:
         ctx = module_loader.find_plugin_with_context(name)
     except AnsibleError:

@@ -1,0 +1,430 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Run a task list (a vendor fix or LLM-written tasks) inside a running action plugin.
+
+DESIGN decision 1: the tasks run on the action plugin's own connection, loaded and
+evaluated by Ansible's own classes: ``Block``/``Task`` loading (which uses
+ModuleArgsParser), plugin routing for module names, the 2.19 template engine for
+arguments, loops and ``when``/``failed_when``/``changed_when``, the action loader for
+every task (controller-side action plugins such as copy/template/set_fact/package/
+command, and ``ansible.legacy.normal`` -> ``_execute_module`` for plain modules), exactly
+as ``TaskExecutor`` picks a handler.  Check mode reaches a module only through the Task
+object each handler is given (``_update_module_args`` reads ``task.check_mode``); the
+executor never writes ``_ansible_check_mode`` into arguments and never mutates the calling
+action's own Task.
+
+Trust (DESIGN decision 2): with ``trusted=True`` every string of the task list is tagged
+TrustedAsTemplate, so vendor ``{{ }}`` render as in a playbook.  With ``trusted=False`` the
+strings stay untrusted: ansible-core 2.19 does not render them, and the gate
+(:mod:`.task_gate`) refuses any Jinja before anything runs; conditionals of untrusted tasks
+pass a safe-expression check before they are evaluated.
+"""
+from __future__ import annotations
+
+import copy
+import dataclasses
+import typing as t
+
+from ansible import constants as C
+from ansible.errors import AnsibleConnectionFailure, AnsibleError
+from ansible.playbook.block import Block
+from ansible.playbook.task import Task
+from ansible.template import trust_as_template
+from ansible.utils.vars import combine_vars
+from ansible.vars.clean import clean_facts, namespace_facts, strip_internal_keys
+
+from ansible_collections.scapforge.remediation.plugins.plugin_utils import task_gate
+
+MSG_LIMIT = 500
+_CONDITIONAL_KEYS = ('when', 'failed_when', 'changed_when')
+# Keywords accepted by the gate but not handed to Ansible's Task loader: tags are ignored;
+# become is the host's (the action's connection already carries its become plugin).
+_STRIPPED_KEYWORDS = ('tags', 'become')
+
+
+@dataclasses.dataclass
+class ExecutionReport:
+    """Outcome of one task-list run on one host.
+
+    ok: True when no task failed (ignored failures do not count) and nothing was refused.
+    changed: any executed task reported changed.
+    refused: the gate's reason(s) when nothing ran (YAML error, unknown keyword/module,
+      bad argument, Jinja in untrusted tasks); None when the list passed the gate.
+    failed_task: name of the first task that failed (not ignored); None otherwise.
+    error: that task's message (module msg plus stderr), trimmed to ~500 characters.
+    unreachable: the connection failed during the run (the host may be cut off).
+    modules: canonical FQCNs of modules/actions actually executed, in first-run order.
+    task_results: one dict per task reached, in order: name, module (FQCN), changed,
+      failed, skipped, ignored (failed but ignore_errors), msg (trimmed).
+    """
+
+    ok: bool = True
+    changed: bool = False
+    refused: str | None = None
+    failed_task: str | None = None
+    error: str | None = None
+    unreachable: bool = False
+    modules: list = dataclasses.field(default_factory=list)
+    task_results: list = dataclasses.field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        """Return a plain JSON-serialisable dict with the fields above."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def refusal(cls, reason: str) -> 'ExecutionReport':
+        """A report for a list refused before anything ran."""
+        return cls(ok=False, refused=reason)
+
+
+def _trim(text: t.Any, limit: int = MSG_LIMIT) -> str:
+    text = str(text).strip()
+    return text if len(text) <= limit else text[:limit - 3] + '...'
+
+
+def _deep_trust(value: t.Any) -> t.Any:
+    """Return a copy of value with every str tagged TrustedAsTemplate (keys left as they are)."""
+    if isinstance(value, str):
+        return trust_as_template(value)
+    if isinstance(value, dict):
+        return {k: _deep_trust(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_deep_trust(v) for v in value]
+    return value
+
+
+def _result_message(result: dict) -> str:
+    """One line for a failed (or skipped) result: msg, then stderr/stdout detail, then item failures."""
+    parts = []
+    for key in ('msg', 'stderr', 'module_stderr', 'failed_when_result', 'changed_when_result', 'skip_reason'):
+        val = result.get(key)
+        if val not in (None, '', [], True, False) and str(val) not in parts:
+            parts.append(str(val))
+    if not result.get('stderr') and result.get('failed') and result.get('stdout'):
+        parts.append(str(result['stdout']))
+    for item in result.get('results') or []:
+        if isinstance(item, dict) and item.get('failed'):
+            parts.append(f"item {_trim(item.get(item.get('ansible_loop_var', 'item')), 80)}: {_result_message(item)}")
+            break
+    return ': '.join(parts)
+
+
+class TaskListExecutor:
+    """Run task lists on the host of a running action plugin, with Ansible's own machinery.
+
+    action: the running ActionBase (its _task, _connection, _play_context, _loader,
+      _templar and _shared_loader_obj are used; its own Task is never modified).
+    task_vars: the host's task vars as the action received them (facts, hostvars...).
+    trusted: True only for vendor content the controller trusts (see module docstring).
+
+    One executor may run several lists; variables set by one run (set_fact, register,
+    facts) do not leak into the next.
+    """
+
+    def __init__(self, action, task_vars: dict, trusted: bool):
+        self._action = action
+        self._task_vars = task_vars or {}
+        self.trusted = bool(trusted)
+        self._loader = action._loader
+        self._shared = action._shared_loader_obj
+        base_check = getattr(action._task, 'check_mode', False)
+        self._force_check = bool(base_check) and base_check is not None
+
+    # ----------------------------------------------------------------- public API
+    def validate(self, tasks: t.Any) -> list[str]:
+        """Gate this executor's trust level applies; see :func:`task_gate.validate`. Empty list = OK."""
+        return task_gate.validate(tasks, trusted=self.trusted)
+
+    def run_yaml(self, text: str, variables: dict | None = None, source: str = '<task text>') -> ExecutionReport:
+        """Parse YAML text with Ansible's DataLoader (trusted as template when this executor is trusted), then :meth:`run`.
+
+        A parse error is returned as ``refused`` with the parser's message (line and column); nothing runs.
+        """
+        try:
+            tasks = task_gate.parse_task_text(text, trusted=self.trusted, source=source)
+        except task_gate.TaskParseError as ex:
+            return ExecutionReport.refusal(str(ex))
+        return self.run(tasks, variables)
+
+    def run(self, tasks: t.Any, variables: dict | None = None) -> ExecutionReport:
+        """Gate, then run ``tasks`` in order on the action's host; return an ExecutionReport.
+
+        tasks: list of task/block mappings (yaml.safe_load or :func:`task_gate.parse_task_text`
+          output).  variables: extra variables layered over task_vars for this run only
+          (e.g. XCCDF Values).  Stops at the first failed task that does not ignore errors.
+        Never raises for bad input or failing tasks (they are in the report); only
+        programming errors propagate.
+        """
+        problems = self.validate(tasks)
+        if problems:
+            return ExecutionReport.refusal('; '.join(problems))
+        ds_list = self._prepare(tasks)
+        try:
+            play = self._play()
+            blocks = [Block.load(ds, play=play, loader=self._loader) for ds in ds_list]
+        except AnsibleError as ex:
+            return ExecutionReport.refusal(task_gate._error_text(ex))
+
+        report = ExecutionReport()
+        run_vars = dict(self._task_vars)
+        if variables:
+            run_vars.update(variables)
+        for block in blocks:
+            if not self._run_block(block, run_vars, report):
+                break
+        return report
+
+    # ----------------------------------------------------------------- preparation
+    def _play(self):
+        """The calling task's Play (module_defaults, action groups, play keywords), else an empty Play."""
+        play = None
+        try:
+            play = self._action._task.get_play()
+        except AttributeError:
+            play = None
+        if play is None:
+            from ansible.playbook.play import Play
+            play = Play()
+        return play
+
+    def _prepare(self, tasks: list) -> list:
+        """Deep-copy tasks, drop ignored keywords, tag strings trusted (trusted lists) or tag only the
+        gate-checked conditionals trusted (untrusted lists) so Ansible will evaluate them."""
+        return [self._prepare_one(copy.deepcopy(ds)) for ds in tasks]
+
+    def _prepare_one(self, ds: dict) -> dict:
+        for key in _STRIPPED_KEYWORDS:
+            ds.pop(key, None)
+        if 'block' in ds:
+            ds['block'] = [self._prepare_one(child) for child in ds['block']]
+        if self.trusted:
+            return {k: (v if k == 'block' else _deep_trust(v)) for k, v in ds.items()}
+        for key in _CONDITIONAL_KEYS:
+            if key in ds:
+                val = ds[key]
+                ds[key] = [_deep_trust(v) for v in val] if isinstance(val, list) else _deep_trust(val)
+        return ds
+
+    # ----------------------------------------------------------------- execution
+    def _run_block(self, block: Block, run_vars: dict, report: ExecutionReport) -> bool:
+        """Run a block's tasks (recursing into nested blocks). Returns False when the run must stop."""
+        for entry in block.block:
+            if isinstance(entry, Block):
+                if not self._run_block(entry, run_vars, report):
+                    return False
+                continue
+            result, fqcn, ran = self._run_task(entry, run_vars)
+            if not self._record(entry, result, fqcn, ran, report):
+                return False
+        return True
+
+    def _record(self, task: Task, result: dict, fqcn: str, ran: bool, report: ExecutionReport) -> bool:
+        name = task.get_name()
+        failed = bool(result.get('failed')) or bool(result.get('unreachable'))
+        ignored = failed and bool(task.ignore_errors) and not result.get('unreachable')
+        skipped = bool(result.get('skipped'))
+        if ran and fqcn not in report.modules:
+            report.modules.append(fqcn)
+        report.changed = report.changed or bool(result.get('changed'))
+        msg = _result_message(result) if (failed or skipped) else str(result.get('msg') or '')
+        report.task_results.append(dict(name=str(name), module=fqcn, changed=bool(result.get('changed')),
+                                         failed=failed, skipped=skipped, ignored=ignored, msg=_trim(msg)))
+        if failed and not ignored:
+            report.ok = False
+            report.failed_task = str(name)
+            report.error = _trim(msg or 'task failed')
+            report.unreachable = bool(result.get('unreachable'))
+            return False
+        return True
+
+    def _engine(self, variables: dict):
+        from ansible._internal._templating._engine import TemplateEngine  # the engine Task/TaskExecutor use
+        return TemplateEngine(loader=self._loader, variables=variables)
+
+    def _run_task(self, task: Task, run_vars: dict) -> tuple[dict, str, bool]:
+        """Run one task (all loop items). Updates run_vars (register, facts). Returns (result, fqcn, ran)."""
+        ref = task_gate.resolve_module(task.action)
+        fqcn = ref.fqcn if ref else str(task.action)
+        task_vars = run_vars
+        if task.get_vars():
+            task_vars = dict(run_vars)
+            task_vars.update(task.get_vars())
+        try:
+            items = self._loop_items(task, task_vars)
+        except AnsibleError as ex:
+            # Ansible raises a loop error only if the task is not skipped by its when
+            try:
+                if not task._resolve_conditional(task.when, task_vars):
+                    result = dict(changed=False, skipped=True, skip_reason='Conditional result was False')
+                    self._register(task, result, run_vars)
+                    return result, fqcn, False
+            except AnsibleError:
+                pass
+            result = dict(failed=True, changed=False, msg=task_gate._error_text(ex))
+            self._register(task, result, run_vars)
+            return result, fqcn, False
+
+        if items is None:
+            result = self._execute_once(task, task_vars, run_vars)
+        elif not items:
+            result = dict(changed=False, skipped=True, skip_reason='No items in the list', results=[])
+        else:
+            result = self._run_loop(task, items, task_vars, run_vars)
+        result.setdefault('changed', False)
+        ran = not result.get('skipped') and not result.get('_scapforge_not_run')
+        result.pop('_scapforge_not_run', None)
+        self._register(task, result, run_vars)
+        return result, fqcn, ran
+
+    def _loop_items(self, task: Task, task_vars: dict) -> list | None:
+        """The loop items as TaskExecutor._get_loop_items computes them (None: no loop)."""
+        engine = self._engine(task_vars)
+        if task.loop_with:
+            terms = task.loop
+            if isinstance(terms, str):
+                terms = engine.resolve_to_container(terms.strip())
+            if not isinstance(terms, list):
+                terms = [terms]
+            lookup = self._shared.lookup_loader.get(task.loop_with, loader=self._loader,
+                                                    templar=self._action._templar.copy_with_new_env(available_variables=task_vars))
+            if lookup is None:
+                raise AnsibleError(f'lookup plugin {task.loop_with!r} not found')
+            items = lookup.run(terms=terms, variables=task_vars, wantlist=True)
+            return list(items)
+        if task.loop is not None:
+            items = engine.template(task.loop)
+            if not isinstance(items, list):
+                raise AnsibleError(f'The `loop` value must resolve to a list, not {type(items).__name__}.')
+            return items
+        return None
+
+    def _run_loop(self, task: Task, items: list, task_vars: dict, run_vars: dict) -> dict:
+        """Run each item with ``item`` set, aggregating as TaskExecutor.run does."""
+        results = []
+        loop_vars = dict(task_vars)
+        for item in items:
+            loop_vars['item'] = item
+            loop_vars['ansible_loop_var'] = 'item'
+            res = self._execute_once(task, loop_vars, loop_vars)
+            res.pop('_scapforge_not_run', None)
+            res['item'] = item
+            res['ansible_loop_var'] = 'item'
+            results.append(res)
+        out: dict = dict(results=results, skipped=True, changed=False)
+        for res in results:
+            if res.get('changed'):
+                out['changed'] = True
+            if not res.get('skipped'):
+                out['skipped'] = False
+            if res.get('failed') and not out.get('failed'):
+                out['failed'] = True
+                out['msg'] = 'One or more items failed'
+            if res.get('unreachable'):
+                out['unreachable'] = True
+        if not out.get('failed'):
+            out['msg'] = 'All items skipped' if out['skipped'] else 'All items completed'
+        return out
+
+    def _execute_once(self, task: Task, variables: dict, run_vars: dict) -> dict:
+        """One execution of a task (one loop item): when, post_validate, handler run,
+        facts, failed/changed normalisation, changed_when/failed_when.  Facts update run_vars."""
+        started = False
+        try:
+            rc: dict = {}
+            if not task._resolve_conditional(task.when, variables, result_context=rc):
+                return dict(changed=False, skipped=True, skip_reason='Conditional result was False', **rc)
+            tmp_task = task.copy(exclude_parent=True, exclude_tasks=True)
+            tmp_task._parent = task._parent
+            engine = self._engine(variables)
+            tmp_task.post_validate(templar=engine)
+            tmp_task.check_mode = bool(tmp_task.check_mode) or self._force_check
+            vars_copy = dict(variables)
+            started = True
+            result = self._run_handler(tmp_task, vars_copy)
+        except AnsibleConnectionFailure as ex:
+            return dict(failed=True, unreachable=True, changed=False, msg=task_gate._error_text(ex))
+        except AnsibleError as ex:
+            res = dict(failed=True, changed=False, msg=task_gate._error_text(ex))
+            if not started:
+                res['_scapforge_not_run'] = True
+            return res
+
+        if 'ansible_facts' in result:
+            self._merge_facts(tmp_task, result['ansible_facts'], vars_copy)
+            self._merge_facts(tmp_task, result['ansible_facts'], run_vars)
+            if variables is not run_vars:
+                self._merge_facts(tmp_task, result['ansible_facts'], variables)
+        if 'failed' not in result:
+            result['failed'] = 'rc' in result and result['rc'] not in (0, '0')
+        result.setdefault('changed', False)
+        if result.get('unreachable'):
+            result['failed'] = True
+            return result
+        if task.register:
+            vars_copy[task.register] = strip_internal_keys(copy.copy(result))
+        if 'skipped' not in result:
+            condname = 'changed'
+            try:
+                if task.changed_when:
+                    result['changed'] = task._resolve_conditional(task.changed_when, vars_copy)
+                condname = 'failed'
+                if task.failed_when:
+                    result['failed_when_result'] = result['failed'] = task._resolve_conditional(task.failed_when, vars_copy)
+            except AnsibleError as ex:
+                result['failed'] = True
+                result[f'{condname}_when_result'] = task_gate._error_text(ex)
+        return result
+
+    def _run_handler(self, task: Task, task_vars: dict) -> dict:
+        """Pick the handler as TaskExecutor does (module's action plugin, same-named action, else
+        ansible.legacy.normal) and run it on the action's own connection."""
+        action = self._action
+        shared = self._shared
+        module = shared.module_loader.find_plugin_with_context(task.action, collection_list=task.collections)
+        if module.resolved and module.action_plugin:
+            handler_name, collections = module.action_plugin, task.collections
+        elif shared.action_loader.has_plugin(task.action, collection_list=task.collections):
+            handler_name, collections = task.action, task.collections
+        else:
+            handler_name, collections = 'ansible.legacy.normal', None
+        play_context = action._play_context.copy()
+        play_context.check_mode = task.check_mode
+        handler = shared.action_loader.get(
+            handler_name,
+            task=task,
+            connection=action._connection,
+            play_context=play_context,
+            loader=self._loader,
+            templar=action._templar.copy_with_new_env(available_variables=task_vars),
+            shared_loader_obj=shared,
+            collection_list=collections,
+        )
+        if handler is None:
+            raise AnsibleError(f'the handler {handler_name!r} was not found')
+        try:
+            result = handler.run(task_vars=task_vars)
+        except AnsibleConnectionFailure:
+            raise
+        except AnsibleError:
+            raise
+        except Exception as ex:  # a plugin bug must fail the task, not the remediation loop
+            result = dict(failed=True, msg=f'Unexpected failure during task execution: {type(ex).__name__}: {ex}')
+        finally:
+            handler.cleanup()
+        return result
+
+    @staticmethod
+    def _merge_facts(task: Task, facts: dict, variables: dict) -> None:
+        """Merge a result's ansible_facts into variables exactly as TaskExecutor does."""
+        if task.action in C._ACTION_WITH_CLEAN_FACTS:
+            variables.update(facts)
+            return
+        # as VariableManager builds host vars: ansible_facts holds the facts without the ansible_ prefix
+        variables['ansible_facts'] = combine_vars(variables.get('ansible_facts', {}), namespace_facts(facts)['ansible_facts'])
+        if C.INJECT_FACTS_AS_VARS:
+            variables.update(clean_facts(facts))
+
+    @staticmethod
+    def _register(task: Task, result: dict, run_vars: dict) -> None:
+        if task.register:
+            run_vars[task.register] = strip_internal_keys(copy.copy(result))

@@ -1,0 +1,57 @@
+"""Shared fixtures for the integration tests: the lab (real Debian 12 hosts over SSH).
+
+- ``lab``: the :class:`scapforge_lab.Lab` under ``$SCAPFORGE_LAB_HOME`` (session).
+- ``lab_host``: one running :class:`scapforge_lab.LabHost` (session). Reuses the first
+  running host when the lab is already up; otherwise boots lab1 and takes the lab down at
+  the end of the session, unless ``SCAPFORGE_KEEP_LAB=1``.
+- ``lab_inventory``: Path of the generated inventory (inventory/lab.yml) for the running
+  hosts: group ``lab``, SSH as scapforge with become (sudo).
+
+The lab needs root and the Debian packages of ``make deps``; without them these fixtures
+fail with the reason rather than skip.
+"""
+
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO_ROOT / "lab"))
+
+from scapforge_lab import Lab  # noqa: E402
+
+LAB_INVENTORY = REPO_ROOT / "inventory" / "lab.yml"
+
+
+@pytest.fixture(scope="session")
+def lab():
+    """The Lab object (builds nothing by itself)."""
+    if os.geteuid() != 0:
+        pytest.fail("the lab needs root (mount, systemd-nspawn, ip)")
+    for tool in ("systemd-nspawn", "debootstrap", "tinyproxy"):
+        if not shutil.which(tool, path=os.environ.get("PATH", "") + ":/usr/sbin:/sbin"):
+            pytest.fail("%s missing: run `make deps`" % tool)
+    return Lab(log=lambda line: print("lab: " + line, file=sys.stderr))
+
+
+@pytest.fixture(scope="session")
+def lab_host(lab):
+    """One running lab host (LabHost: name, address, user, key_path, root, pid, ssh())."""
+    running = lab.hosts()
+    started = not running
+    host = running[0] if running else lab.up(1)[0]
+    lab.write_inventory(LAB_INVENTORY)
+    yield host
+    if started and os.environ.get("SCAPFORGE_KEEP_LAB") != "1":
+        lab.down()
+        if LAB_INVENTORY.is_file():
+            LAB_INVENTORY.unlink()
+
+
+@pytest.fixture(scope="session")
+def lab_inventory(lab_host):
+    """Path of the inventory (YAML) listing the running lab hosts."""
+    return LAB_INVENTORY

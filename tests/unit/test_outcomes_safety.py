@@ -1,0 +1,58 @@
+import pytest
+
+from ansible_collections.scapforge.remediation.plugins.plugin_utils import outcomes, safety
+
+
+def test_every_reason_maps_to_a_known_outcome():
+    assert {o for o, _meaning in outcomes.REASONS.values()} <= set(outcomes.OUTCOMES)
+    assert outcomes.outcome_for("verified") == "remediated"
+    assert outcomes.outcome_for("access_impacting") == "skipped"
+    assert outcomes.outcome_for("reboot_required") == "deferred"
+    assert outcomes.outcome_for("environment:read_only_proc_sys") == "escalated"
+
+
+@pytest.mark.parametrize("reason", ["", "environment:", "fixed", "pass"])
+def test_unknown_reason_is_refused(reason):
+    with pytest.raises(ValueError):
+        outcomes.outcome_for(reason)
+
+
+def test_rule_outcome_refuses_a_reason_of_another_outcome():
+    with pytest.raises(ValueError, match="belongs to outcome 'skipped'"):
+        outcomes.RuleOutcome(rule="r", outcome="remediated", reason="waived")
+    made = outcomes.RuleOutcome.of("r", "fix_failed", attempts=1)
+    assert (made.outcome, made.reason, made.attempts) == ("escalated", "fix_failed", 1)
+
+
+def test_environment_reason_needs_a_slug():
+    assert outcomes.environment_reason("kernel_config") == "environment:kernel_config"
+    with pytest.raises(ValueError):
+        outcomes.environment_reason("two words")
+
+
+@pytest.mark.parametrize(
+    "rule, user, impacting",
+    [
+        ("xccdf_org.ssgproject.content_rule_sudo_remove_nopasswd", "scapforge", True),
+        ("sudo_add_noexec", "scapforge", True),
+        ("sudo_add_requiretty", "scapforge", True),
+        ("sshd_limit_user_access", "scapforge", True),
+        ("sshd_disable_root_login", "root", True),
+        ("sshd_disable_root_login", None, True),  # unknown user: assume root, stay safe
+        ("sshd_disable_root_login", "scapforge", False),
+        ("sshd_set_idle_timeout", "root", False),
+        ("accounts_umask_etc_login_defs", "root", False),
+    ],
+)
+def test_access_impact(rule, user, impacting):
+    assert (safety.access_impact(rule, user) is not None) is impacting
+
+
+def test_unfixable_and_environment_kinds():
+    assert safety.unfixable_kind("xccdf_org.ssgproject.content_rule_kernel_config_x86_vsyscall_none") == "kernel_config"
+    assert safety.unfixable_kind("partition_for_var_log_audit") == "partitioning"
+    assert safety.unfixable_kind("sysctl_kernel_dmesg_restrict") is None
+    msg = "Missing privilege separation directory: /run/sshd"
+    assert safety.environment_kind(msg) == "sshd_privsep_dir_missing"
+    assert safety.environment_kind("sysctl: setting key \"kernel.x\": Read-only file system") == "read_only_filesystem"
+    assert safety.environment_kind("Illegal option -o pipefail") is None
