@@ -444,7 +444,10 @@ def classify_oscap_failure(rc, stderr, datastream=None, tailoring_file=None, tim
         if m.group("rule") not in unknown:
             unknown.append(m.group("rule"))
     if unknown:
-        return "unknown_rule", "Rule %s not found in the selected profile (oscap evaluates only rules the profile or tailoring selects)." % ", ".join(unknown)
+        # oscap 1.3.7 says "not found in selected profile" but evaluates any rule of the
+        # benchmark given with --rule, selected by the profile or not: the rule is not in
+        # the benchmark at all.
+        return "unknown_rule", "Rule %s is not in the datastream's benchmark (oscap: not found in selected profile)." % ", ".join(unknown)
     m = _OUTPUT_FILE_RE.search(stderr) or _SAVE_FILE_RE.search(stderr)
     if m:
         why = m.groupdict().get("why")

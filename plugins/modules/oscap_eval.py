@@ -57,6 +57,9 @@ options:
     description:
       - Rule ids to evaluate, full (C(xccdf_org.ssgproject.content_rule_X)) or short (C(X)).
         All are passed in one oscap call. Empty means the whole profile.
+      - oscap 1.3.7 evaluates any rule of the benchmark named here, even one the profile does
+        not select (with the profile's XCCDF Values); a rule that is not in the benchmark
+        fails the scan with RV(error_kind=unknown_rule).
       - Name the rules a rule C(<requires>) too (for example C(sshd_set_idle_timeout) with
         C(sshd_set_keepalive)); oscap otherwise warns "requires rule ... hasn't been
         specified", and the warning is returned in RV(scanner_warnings).
@@ -89,9 +92,12 @@ notes:
   - A scan changes nothing on the host, so check mode runs it as usual (O(results_path) and
     O(arf_path) are still written).
   - oscap's messages are read with C(LC_ALL=C).
+  - oscap 1.3.7 creates C(/tmp/oscap.XXXXXX) and leaves it behind when it is killed; after a
+    crash or timeout the module removes such directories that appeared during its run, are
+    empty and belong to its user.
   - "RV(error_kind) values: V(oscap_missing) (no oscap executable), V(datastream_missing),
     V(datastream_invalid) (not XML, truncated, not a SCAP document), V(unknown_profile),
-    V(unknown_rule) (not in the datastream or not selected by the profile/tailoring),
+    V(unknown_rule) (not in the datastream's benchmark),
     V(results_unwritable) (O(results_path)/O(arf_path) directory missing or not writable),
     V(scanner_crashed) (oscap killed by a signal such as SIGSEGV or SIGABRT, exit 139/134),
     V(oom_killed) (killed by SIGKILL, exit 137: out of memory most likely), V(timeout),
@@ -270,6 +276,7 @@ cmd:
   elements: str
 """
 
+import glob
 import os
 import shutil
 import signal
@@ -407,6 +414,29 @@ def run_oscap(cmd, workdir, timeout):
     return rc, stderr, elapsed, timed_out
 
 
+OSCAP_TMP_GLOB = "/tmp/oscap.*"
+
+
+def oscap_tmp_dirs():
+    """The /tmp/oscap.XXXXXX directories that exist now (oscap 1.3.7 hard-codes that path)."""
+    return set(glob.glob(OSCAP_TMP_GLOB))
+
+
+def remove_left_behind(before):
+    """After oscap was killed: remove the empty /tmp/oscap.XXXXXX directories that appeared
+    during the run and belong to us. Only empty ones (rmdir), so a directory in use by
+    another oscap that already holds files is never touched. Returns the removed paths."""
+    removed = []
+    for path in sorted(oscap_tmp_dirs() - before):
+        try:
+            if os.path.isdir(path) and not os.path.islink(path) and os.stat(path).st_uid == os.geteuid():
+                os.rmdir(path)
+                removed.append(path)
+        except OSError:
+            pass
+    return removed
+
+
 def keep_copy(src, dest, option):
     """Copy src to dest; raise ScanFailed(results_unwritable) naming dest on failure."""
     try:
@@ -447,7 +477,10 @@ def scan(module, params, result):
         cmd.append(datastream)
         result["cmd"] = cmd
 
+        tmp_before = oscap_tmp_dirs()
         rc, stderr, elapsed, timed_out = run_oscap(cmd, workdir, params["timeout"])
+        if timed_out or rc < 0 or rc > 128:
+            remove_left_behind(tmp_before)
         result["oscap_rc"] = rc
         result["elapsed"] = elapsed
         result["stderr_tail"] = stderr_tail(stderr)
@@ -466,7 +499,7 @@ def scan(module, params, result):
             kind, msg = "oscap_error", "oscap failed (exit %s)." % rc
         if kind is not None:
             if kind == "oscap_error" and tailoring and params["tailoring_content"] is not None:
-                msg = msg.replace(tailoring, "from tailoring_content")
+                msg = msg.replace("Tailoring file " + tailoring, "The tailoring_content").replace(tailoring, "tailoring_content")
             raise ScanFailed(kind, msg)
         if not os.path.isfile(results_xml):
             raise ScanFailed("oscap_error", "oscap exited %s but wrote no results file." % rc)

@@ -29,6 +29,7 @@ import hashlib
 import json
 import re
 import threading
+import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Dict, Iterable, List, Mapping, Optional, Tuple
@@ -336,7 +337,6 @@ class Catalog:
             if hit is not None:
                 _cache.move_to_end(digest)
                 return hit
-        import time
 
         started = time.perf_counter()
         catalog = cls(bytes(data), digest, source)

@@ -26,7 +26,7 @@ import dataclasses
 import typing as t
 
 from ansible import constants as C
-from ansible.errors import AnsibleConnectionFailure, AnsibleError
+from ansible.errors import AnsibleAction, AnsibleConnectionFailure, AnsibleError
 from ansible.playbook.block import Block
 from ansible.playbook.task import Task
 from ansible.template import trust_as_template
@@ -47,7 +47,7 @@ class ExecutionReport:
     """Outcome of one task-list run on one host.
 
     ok: True when no task failed (ignored failures do not count) and nothing was refused.
-    changed: any executed task reported changed.
+    changed: any executed task not in check mode reported changed.
     refused: the gate's reason(s) when nothing ran (YAML error, unknown keyword/module,
       bad argument, Jinja in untrusted tasks); None when the list passed the gate.
     failed_task: name of the first task that failed (not ignored); None otherwise.
@@ -55,7 +55,8 @@ class ExecutionReport:
     unreachable: the connection failed during the run (the host may be cut off).
     modules: canonical FQCNs of modules/actions actually executed, in first-run order.
     task_results: one dict per task reached, in order: name, module (FQCN), changed,
-      failed, skipped, ignored (failed but ignore_errors), msg (trimmed).
+      failed, skipped, ignored (failed but ignore_errors), check_mode (ran as a check:
+      its changed is what it would change, and does not count in ``changed``), msg (trimmed).
     """
 
     ok: bool = True
@@ -161,7 +162,10 @@ class TaskListExecutor:
         ds_list = self._prepare(tasks)
         try:
             play = self._play()
-            blocks = [Block.load(ds, play=play, loader=self._loader) for ds in ds_list]
+            # Each entry sits in an explicit block with ignore_errors false, so a play-level
+            # ignore_errors cannot hide a failed fix; module_defaults/environment of the play apply.
+            blocks = [Block.load({'block': [ds], 'ignore_errors': False}, play=play, loader=self._loader)
+                      for ds in ds_list]
         except AnsibleError as ex:
             return ExecutionReport.refusal(task_gate._error_text(ex))
 
@@ -223,12 +227,15 @@ class TaskListExecutor:
         failed = bool(result.get('failed')) or bool(result.get('unreachable'))
         ignored = failed and bool(task.ignore_errors) and not result.get('unreachable')
         skipped = bool(result.get('skipped'))
+        check_mode = bool(task.check_mode) or self._force_check
         if ran and fqcn not in report.modules:
             report.modules.append(fqcn)
-        report.changed = report.changed or bool(result.get('changed'))
+        # a check-mode task's "changed" says what it would change; the host did not change
+        report.changed = report.changed or (bool(result.get('changed')) and not check_mode)
         msg = _result_message(result) if (failed or skipped) else str(result.get('msg') or '')
         report.task_results.append(dict(name=str(name), module=fqcn, changed=bool(result.get('changed')),
-                                         failed=failed, skipped=skipped, ignored=ignored, msg=_trim(msg)))
+                                         failed=failed, skipped=skipped, ignored=ignored, check_mode=check_mode,
+                                         msg=_trim(msg)))
         if failed and not ignored:
             report.ok = False
             report.failed_task = str(name)
@@ -405,6 +412,9 @@ class TaskListExecutor:
             result = handler.run(task_vars=task_vars)
         except AnsibleConnectionFailure:
             raise
+        except AnsibleAction as ex:  # AnsibleActionFail/Skip/_ActionDone carry their result
+            result = dict(ex.result_contribution)
+            result.setdefault('msg', ex.message)
         except AnsibleError:
             raise
         except Exception as ex:  # a plugin bug must fail the task, not the remediation loop

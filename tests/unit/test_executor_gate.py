@@ -1,0 +1,238 @@
+"""The task gate (plugins/plugin_utils/task_gate.py): pure checks, nothing runs on any host.
+
+Covers the llm-output cases of /work/shared/cases/cases.yml (copied here so the unit tests
+do not depend on that file), keyword/module/argument refusals, the untrusted-input rules,
+and every Ansible fix of the SSG Debian 12 datastream passing the trusted gate.
+"""
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import yaml
+
+from ansible_collections.scapforge.remediation.plugins.plugin_utils import task_gate
+from ansible_collections.scapforge.remediation.plugins.plugin_utils.executor import (
+    ExecutionReport, TaskListExecutor)
+
+DATASTREAM = Path("/var/lib/scapforge-lab/content/x/usr/share/xml/scap/ssg/content/ssg-debian12-ds.xml")
+
+# cases.yml, kind llm-output (inputs verbatim)
+LLM_YAML_UNQUOTED_COLON = """\
+- name: Set banner
+  ansible.builtin.copy:
+    dest: /etc/issue.net
+    content: Authorized uses only: all activity logged
+"""
+LLM_COMMAND_WARN_ARG = """\
+- ansible.builtin.command: update-grub
+  args:
+    warn: false
+"""
+LLM_INVENTED_MODULE = """\
+- ansible.builtin.sysctl_setting:
+    name: kernel.dmesg_restrict
+    value: "1"
+"""
+LLM_PIPEFAIL_UNDER_DASH = """\
+- ansible.builtin.shell: set -o pipefail && grep -c x /etc/passwd | head -1
+"""
+
+
+def _untrusted_executor():
+    """An executor whose action is never touched: refusals happen before any use of it."""
+    action = SimpleNamespace(_task=SimpleNamespace(check_mode=False), _loader=None, _shared_loader_obj=None)
+    return TaskListExecutor(action, {}, trusted=False)
+
+
+# ------------------------------------------------------------------ cases.yml llm-output
+
+def test_llm_yaml_unquoted_colon_is_a_parse_error_naming_the_line():
+    with pytest.raises(task_gate.TaskParseError) as err:
+        task_gate.parse_task_text(LLM_YAML_UNQUOTED_COLON)
+    msg = str(err.value)
+    assert "mapping values are not allowed" in msg.lower()
+    assert "line 4" in msg
+
+
+def test_llm_yaml_unquoted_colon_is_refused_by_run_yaml_without_running():
+    report = _untrusted_executor().run_yaml(LLM_YAML_UNQUOTED_COLON)
+    assert report.ok is False
+    assert "line 4" in report.refused
+    assert report.modules == [] and report.task_results == []
+
+
+def test_llm_command_warn_arg_is_refused_naming_warn():
+    problems = task_gate.validate(task_gate.parse_task_text(LLM_COMMAND_WARN_ARG), trusted=False)
+    assert len(problems) == 1
+    assert "Unsupported parameters for (ansible.builtin.command) module: warn." in problems[0]
+
+
+def test_llm_invented_module_is_refused_naming_the_real_one():
+    problems = task_gate.validate(task_gate.parse_task_text(LLM_INVENTED_MODULE), trusted=False)
+    assert len(problems) == 1
+    assert "'ansible.builtin.sysctl_setting'" in problems[0]
+    assert "did you mean ansible.posix.sysctl?" in problems[0]
+
+
+def test_llm_pipefail_under_dash_passes_the_gate():
+    # valid Ansible: its failure (dash has no pipefail) shows only on the host
+    assert task_gate.validate(task_gate.parse_task_text(LLM_PIPEFAIL_UNDER_DASH), trusted=False) == []
+
+
+# ------------------------------------------------------------------ modules and routing
+
+@pytest.mark.parametrize("name, fqcn", [
+    ("sysctl", "ansible.posix.sysctl"),
+    ("ansible.builtin.sysctl", "ansible.posix.sysctl"),
+    ("lineinfile", "ansible.builtin.lineinfile"),
+    ("ini_file", "community.general.ini_file"),
+    ("mount", "ansible.posix.mount"),
+])
+def test_module_names_resolve_through_ansible_routing(name, fqcn):
+    assert task_gate.resolve_module(name).fqcn == fqcn
+
+
+def test_redirected_builtin_sysctl_is_accepted():
+    tasks = [{"ansible.builtin.sysctl": {"name": "kernel.dmesg_restrict", "value": "1", "state": "present"}}]
+    assert task_gate.validate(tasks, trusted=False) == []
+
+
+def test_unknown_module_without_guess_says_so():
+    problems = task_gate.validate([{"frobnicate_widget_xyz": {"a": 1}}], trusted=True)
+    assert problems == ["task 1: no module named 'frobnicate_widget_xyz' in this Ansible installation"]
+
+
+@pytest.mark.parametrize("keyword", ["delegate_to", "notify", "until", "environment", "loop_control", "local_action"])
+def test_unsupported_keyword_is_refused_by_name(keyword):
+    task = {"name": "x", "ansible.builtin.command": "true", keyword: "localhost"}
+    problems = task_gate.validate([task], trusted=True)
+    assert problems and f"'{keyword}'" in problems[0], problems
+
+
+def test_unknown_keyword_next_to_a_module_is_refused():
+    problems = task_gate.validate([{"command": "true", "colour": "blue"}], trusted=True)
+    assert problems == ["task 1: more than one module or unknown keyword: command, colour"]
+
+
+def test_bad_choice_is_refused():
+    problems = task_gate.validate([{"lineinfile": {"path": "/x", "line": "a", "state": "enabled"}}], trusted=True)
+    assert problems == ["task 1: value of state must be one of: absent, present, got: enabled"]
+
+
+def test_internal_check_mode_argument_is_refused():
+    task = {"lineinfile": {"path": "/x", "regexp": "^U", "state": "absent", "_ansible_check_mode": True}}
+    problems = task_gate.validate([task], trusted=True)
+    assert len(problems) == 1 and "_ansible_check_mode" in problems[0] and "check_mode" in problems[0]
+
+
+@pytest.mark.parametrize("module", ["ansible.builtin.include_tasks", "ansible.builtin.reboot", "ansible.builtin.script"])
+def test_denied_modules_are_refused_even_when_trusted(module):
+    problems = task_gate.validate([{module: "x.yml"}], trusted=True)
+    assert problems and "is not allowed in remediation tasks" in problems[0]
+
+
+def test_loop_lookups_are_limited_to_data_reshaping():
+    assert task_gate.validate([{"debug": {"msg": "x"}, "with_items": [1, 2]}], trusted=True) == []
+    problems = task_gate.validate([{"debug": {"msg": "x"}, "with_file": ["/etc/shadow"]}], trusted=True)
+    assert problems and "'with_file' is not supported" in problems[0]
+
+
+def test_block_keywords_and_children_are_checked():
+    tasks = [{"name": "b", "when": "x is defined", "block": [{"command": "true", "notify": "h"}], "rescue": []}]
+    problems = task_gate.validate(tasks, trusted=True)
+    assert "task 1 'b': block keyword(s) not supported: rescue" in problems
+    assert any(p.startswith("task 1.1: keyword 'notify'") for p in problems), problems
+
+
+@pytest.mark.parametrize("junk, reason", [
+    ("not a list", "must be a list of mappings, got str"),
+    ([], "the task list is empty"),
+    (["command: true"], "task 1: must be a mapping, got str"),
+])
+def test_junk_input_is_refused(junk, reason):
+    assert any(reason in p for p in task_gate.validate(junk, trusted=True))
+    report = _untrusted_executor().run(junk)
+    assert report.ok is False and reason in report.refused
+
+
+# ------------------------------------------------------------------ untrusted input
+
+def test_untrusted_jinja_is_refused_anywhere():
+    tasks = [{"copy": {"dest": "/tmp/x", "content": "{{ lookup('pipe','touch /tmp/pwned') }}"}}]
+    problems = task_gate.validate(tasks, trusted=False)
+    assert len(problems) == 1 and "Jinja templating is not allowed in untrusted tasks" in problems[0]
+    assert task_gate.validate([{"name": "{% if 1 %}x{% endif %}", "command": "true"}], trusted=False)
+    # the same task is vendor-acceptable when trusted
+    assert task_gate.validate(tasks, trusted=True) == []
+
+
+@pytest.mark.parametrize("expr", [
+    "result.rc == 0", "'x' in result.stdout", "result.found | int > 0", "ansible_facts.packages['aide'] is defined",
+    "not (r is failed) and r.stdout_lines | length < 3", True,
+])
+def test_safe_untrusted_conditionals_pass(expr):
+    assert task_gate.check_safe_expression(expr) is None
+
+
+@pytest.mark.parametrize("expr, word", [
+    ("lookup('pipe', 'touch /tmp/pwned')", "Call"),
+    ("query('file', '/etc/shadow') | length > 0", "Call"),
+    ("result.__class__", "'__class__'"),
+    ("'/etc' is exists", "'exists'"),
+    ("x | to_json", "'to_json'"),
+    ("{{ x }}", "Jinja"),
+    ("x ==", "not a valid expression"),
+])
+def test_unsafe_untrusted_conditionals_are_refused(expr, word):
+    reason = task_gate.check_safe_expression(expr)
+    assert reason is not None and word in reason
+
+
+def test_untrusted_when_with_a_lookup_is_refused_but_trusted_passes():
+    tasks = [{"command": "true", "when": "lookup('pipe', 'id') != ''"}]
+    assert task_gate.validate(tasks, trusted=False)
+    assert task_gate.validate(tasks, trusted=True) == []
+
+
+def test_untrusted_copy_src_and_template_read_controller_files():
+    assert task_gate.validate([{"copy": {"src": "/etc/shadow", "dest": "/tmp/x"}}], trusted=False)
+    assert task_gate.validate([{"template": {"src": "a.j2", "dest": "/tmp/x"}}], trusted=False)
+    assert task_gate.validate([{"copy": {"src": "/etc/hosts", "dest": "/tmp/x", "remote_src": True}}], trusted=False) == []
+
+
+# ------------------------------------------------------------------ report
+
+def test_report_to_dict_has_the_documented_fields():
+    report = ExecutionReport.refusal("no")
+    assert report.to_dict() == dict(ok=False, changed=False, refused="no", failed_task=None, error=None,
+                                    unreachable=False, modules=[], task_results=[])
+
+
+# ------------------------------------------------------------------ the vendor content
+
+def _vendor_fixes():
+    from lxml import etree
+    xccdf = "http://checklists.nist.gov/xccdf/1.2"
+    tree = etree.parse(str(DATASTREAM))
+    for fix in tree.iterfind(f".//{{{xccdf}}}fix[@system='urn:xccdf:fix:script:ansible']"):
+        parts = [fix.text or ""]
+        for sub in fix:  # <xccdf:sub idref=.../>: the catalog puts the Value here, quoted
+            parts.append('"0"')
+            parts.append(sub.tail or "")
+        yield fix.get("id"), "".join(parts)
+
+
+@pytest.mark.skipif(not DATASTREAM.is_file(), reason="SSG content not unpacked (make lab builds it)")
+def test_every_vendor_fix_passes_the_trusted_gate_and_is_refused_untrusted():
+    seen = 0
+    untrusted = {}
+    for rule, text in _vendor_fixes():
+        tasks = task_gate.parse_task_text(text, trusted=True, source=rule)
+        assert task_gate.validate(tasks, trusted=True) == [], rule
+        untrusted[rule] = task_gate.validate(yaml.safe_load(text), trusted=False)
+        seen += 1
+    assert seen > 300
+    # the same text as LLM output is refused where it templates: only vendor content may
+    umask = untrusted["accounts_umask_etc_login_defs"]
+    assert umask and "Jinja templating is not allowed in untrusted tasks" in umask[0]
+    assert sum(bool(p) for p in untrusted.values()) > 150
