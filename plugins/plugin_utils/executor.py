@@ -289,14 +289,25 @@ class TaskListExecutor:
         if task.loop_with:
             terms = task.loop
             if isinstance(terms, str):
-                terms = engine.resolve_to_container(terms.strip())
+                from ansible._internal._datatag._utils import str_problematic_strip  # keeps the trust tag
+                terms = engine.resolve_to_container(str_problematic_strip(terms))
             if not isinstance(terms, list):
                 terms = [terms]
-            lookup = self._shared.lookup_loader.get(task.loop_with, loader=self._loader,
-                                                    templar=self._action._templar.copy_with_new_env(available_variables=task_vars))
-            if lookup is None:
-                raise AnsibleError(f'lookup plugin {task.loop_with!r} not found')
-            items = lookup.run(terms=terms, variables=task_vars, wantlist=True)
+            # exactly TaskExecutor._get_loop_items: the lookup runs inside the template engine, so
+            # (trusted) templates in the terms render lazily as they do in a play
+            from ansible._internal._templating._jinja_plugins import _DirectCall, _invoke_lookup
+
+            loop_with = task.loop_with
+
+            @_DirectCall.mark
+            def invoke_lookup() -> t.Any:
+                return _invoke_lookup(plugin_name=loop_with, lookup_terms=terms,
+                                      lookup_kwargs=dict(wantlist=True), invoked_as_with=True)
+
+            items = engine.evaluate_expression(expression=trust_as_template('invoke_lookup()'),
+                                               local_variables=dict(invoke_lookup=invoke_lookup))
+            if not isinstance(items, list):
+                raise AnsibleError(f'with_{loop_with} must produce a list, not {type(items).__name__}.')
             return list(items)
         if task.loop is not None:
             items = engine.template(task.loop)

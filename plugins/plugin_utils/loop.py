@@ -70,6 +70,16 @@ class LoopOptions:
     time_budget: float = 0.0  # seconds, 0 = no limit
 
 
+@dataclasses.dataclass
+class Applied:
+    """A fix that ran and waits for verification: the rule, the executor's report, and
+    whether the fix's metadata says reboot (DESIGN decision 4)."""
+
+    rule_id: str
+    report: t.Any
+    reboot: bool
+
+
 class Scanner:
     """Runs ``oscap_eval`` through the action plugin; one call per scan or verify batch."""
 
@@ -213,14 +223,20 @@ class RemediationLoop:
         rule = self.catalog.rule(rule_id)
         outcome = outcomes.RuleOutcome.of(rule_id, reason, category=rule.category, **kwargs)
         self.outcomes[rule_id] = outcome
-        self.events.emit("rule_complete", rule=safety.short_rule_id(rule_id), **outcome.to_dict())
+        data = outcome.to_dict()
+        del data["rule"]
+        self.events.emit("rule_complete", rule=safety.short_rule_id(rule_id), **data)
         return outcome
 
     def _out_of_budget(self) -> bool:
         return bool(self.opts.time_budget) and time.monotonic() - self.started > self.opts.time_budget
 
-    def remediate(self, rule_id: str) -> outcomes.RuleOutcome:
-        """Work one failing rule to an outcome; never raises for a host-side failure."""
+    def apply(self, rule_id: str) -> Applied | outcomes.RuleOutcome:
+        """Decide and, where allowed, apply one rule's fix; never raises for a host-side failure.
+
+        Returns the Applied fix waiting for verification, or the rule's final outcome when
+        nothing is left to verify (skipped, refused, no fix, unhealthy host...).
+        """
         short = safety.short_rule_id(rule_id)
         rule = self.catalog.rule(rule_id)
         self.events.emit("rule_start", rule=short, title=rule.title, category=rule.category)
@@ -236,7 +252,8 @@ class RemediationLoop:
             return self._finish(rule_id, "access_impacting", detail=impact)
         unfixable = safety.unfixable_kind(rule_id)
         if unfixable:
-            return self._finish(rule_id, outcomes.environment_reason(unfixable), detail="no fix on a running host can pass this rule")
+            return self._finish(rule_id, outcomes.environment_reason(unfixable),
+                                           detail="no fix on a running host can pass this rule")
         fix = rule.ansible_fix
         if fix is None:
             return self._finish(rule_id, "no_fix", detail="the datastream has no Ansible fix for this rule")
@@ -252,17 +269,9 @@ class RemediationLoop:
         report = executor.run(tasks)
         self.changed = self.changed or report.changed
         self.events.emit(
-            "fix_applied",
-            rule=short,
-            attempt=1,
-            source="vendor",
-            ok=report.ok,
-            changed=report.changed,
-            refused=report.refused,
-            failed_task=report.failed_task,
-            error=report.error,
-            modules=report.modules,
-            reboot=fix.reboot,
+            "fix_applied", rule=short, attempt=1, source="vendor", ok=report.ok, changed=report.changed,
+            refused=report.refused, failed_task=report.failed_task, error=report.error,
+            modules=report.modules, reboot=fix.reboot,
         )
         if report.refused:
             return self._finish(rule_id, "fix_refused", attempts=1, detail=report.refused[:500])
@@ -272,39 +281,61 @@ class RemediationLoop:
             if not status.healthy:
                 self.stopped = "stopped after %s: %s" % (short, status.detail)
                 self.events.emit("host_stopped", rule=short, detail=status.detail)
-                return self._finish(rule_id, "unhealthy", attempts=1, modules=report.modules, detail=status.detail)
-        return self._verify(rule_id, report, fix.reboot)
+                return self._finish(rule_id, "unhealthy", attempts=1, modules=report.modules,
+                                               detail=status.detail)
+        return Applied(rule_id, report, fix.reboot)
 
-    def _verify(self, rule_id: str, report, reboot: bool) -> outcomes.RuleOutcome:
-        short = safety.short_rule_id(rule_id)
-        batch = self.catalog.expand_requires([rule_id])
+    def verify(self, applied: list[Applied]) -> None:
+        """Re-evaluate applied fixes in ONE oscap call (with the rules they require) and
+        give each its outcome from its own rule-result; a missing result is never a pass."""
+        batch = self.catalog.expand_requires([a.rule_id for a in applied])
         result = self.scanner.scan(batch)
-        common = {"attempts": 1, "modules": report.modules}
+        shorts = [safety.short_rule_id(r) for r in batch]
         if result.get("failed"):
             kind = result.get("error_kind", "oscap_error")
-            self.events.emit("verify", rule=short, attempt=1, failed=True, error_kind=kind, msg=result.get("msg"))
+            self.events.emit("verify", failed=True, error_kind=kind, msg=result.get("msg"), batch=shorts)
             reason = "scanner_crash" if kind in CRASH_KINDS else "verify_error"
-            return self._finish(rule_id, reason, detail=str(result.get("msg"))[:500], **common)
-        value = result.get("rules", {}).get(rule_id, "missing")
-        self.events.emit("verify", rule=short, attempt=1, result=value, batch=[safety.short_rule_id(r) for r in batch])
+            for item in applied:
+                self._finish(item.rule_id, reason, attempts=1, modules=item.report.modules,
+                             detail=str(result.get("msg"))[:500])
+            return
+        for item in applied:
+            value = result.get("rules", {}).get(item.rule_id, "missing")
+            self.events.emit("verify", rule=safety.short_rule_id(item.rule_id), attempt=1, result=value, batch=shorts)
+            self._judge(item, value)
+
+    def _judge(self, item: Applied, value: str) -> outcomes.RuleOutcome:
+        report = item.report
+        common = {"attempts": 1, "modules": report.modules}
         error = (report.error or "")[:500]
         if value == "pass":
             detail = "a task failed but the rule passes: %s" % error if not report.ok else ""
-            return self._finish(rule_id, "verified", detail=detail, **common)
+            return self._finish(item.rule_id, "verified", detail=detail, **common)
         if value == "fail":
-            if reboot:
-                return self._finish(rule_id, "reboot_required", detail=error, **common)
+            if item.reboot:
+                return self._finish(item.rule_id, "reboot_required", detail=error, **common)
             if not report.ok:
                 kind = safety.environment_kind(report.error or "")
                 reason = outcomes.environment_reason(kind) if kind else "fix_failed"
-                return self._finish(rule_id, reason, detail="%s: %s" % (report.failed_task, error), **common)
-            return self._finish(rule_id, "fix_ineffective", detail="the fix ran; oscap still reports fail", **common)
-        return self._finish(rule_id, "verify_error", detail="oscap result after the fix: %s" % value, **common)
+                return self._finish(item.rule_id, reason, detail="%s: %s" % (report.failed_task, error), **common)
+            return self._finish(item.rule_id, "fix_ineffective", detail="the fix ran; oscap still reports fail", **common)
+        return self._finish(item.rule_id, "verify_error", detail="oscap result after the fix: %s" % value, **common)
 
     # -- the run ---------------------------------------------------------------------------
-    def _work(self, rule_ids: t.Iterable[str]) -> None:
-        for rule_id in rule_ids:
-            self.remediate(rule_id)
+    def _work(self, rule_ids: t.Sequence[str]) -> None:
+        """Apply and verify the rules; rules tied by <requires> (even in a cycle, as
+        sshd_set_idle_timeout and sshd_set_keepalive are) are applied together, then verified
+        together, since neither passes before the other is fixed."""
+        todo = list(rule_ids)
+        done: set[str] = set()
+        for rule_id in todo:
+            if rule_id in done:
+                continue
+            group = [r for r in self.catalog.expand_requires([rule_id]) if r in todo and r not in done]
+            done.update(group)
+            applied = [a for a in (self.apply(r) for r in group) if isinstance(a, Applied)]
+            if applied:
+                self.verify(applied)
 
     def run(self) -> dict:
         """Run the loop for this host and return its report (also written to hosts/<host>.json).
@@ -314,7 +345,7 @@ class RemediationLoop:
         self._prepare()
         baseline = self._scan("baseline")
         before = baseline.get("rules", {})
-        in_scope = set(self.scope) if self.scope else None
+        in_scope = set(self.scan_rules) if self.scope else None
         work = [r for r, v in before.items() if v == "fail" and (in_scope is None or r in in_scope)]
         self._work(work)
 

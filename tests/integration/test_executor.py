@@ -242,6 +242,45 @@ def test_loops_blocks_set_fact_and_conditions(tmp_path):
                                      "ansible.builtin.copy"]
 
 
+def test_with_items_terms_render_like_the_vendor_content(tmp_path):
+    # the SSG pattern: with_items: ['{{ files_found.stdout_lines }}'], empty and non-empty
+    (tmp_path / "k1.pub").write_text("")
+    (tmp_path / "k2.pub").write_text("")
+    tasks = f"""
+- name: find pub
+  command: find {tmp_path} -name '*.pub'
+  register: files_found
+  changed_when: false
+- name: find none
+  command: find {tmp_path} -name '*.nothing'
+  register: none_found
+  changed_when: false
+- name: chmod found
+  file:
+    path: '{{{{ item }}}}'
+    mode: '0600'
+  with_items:
+  - '{{{{ files_found.stdout_lines }}}}'
+- name: chmod none
+  file:
+    path: '{{{{ item }}}}'
+    mode: '0600'
+  with_items:
+  - '{{{{ none_found.stdout_lines }}}}'
+- name: dict loop
+  copy:
+    dest: "{tmp_path}/{{{{ item.key }}}}.txt"
+    content: "{{{{ item.value }}}}"
+  with_dict: {{"a": "1", "b": "2"}}
+"""
+    report = run_tasks(tmp_path, tasks, trusted=True)
+    assert report["ok"], report
+    assert oct((tmp_path / "k1.pub").stat().st_mode & 0o777) == "0o600"
+    assert oct((tmp_path / "k2.pub").stat().st_mode & 0o777) == "0o600"
+    assert results_by_name(report)["chmod none"]["skipped"] is True
+    assert (tmp_path / "a.txt").read_text() == "1" and (tmp_path / "b.txt").read_text() == "2"
+
+
 def test_a_failure_stops_the_run_and_names_the_task(tmp_path):
     tasks = [
         {"name": "boom", "ansible.builtin.command": "ls /nonexistent-scapforge"},
