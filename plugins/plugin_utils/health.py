@@ -15,7 +15,7 @@ import time
 from ansible.module_utils.common.text.converters import to_text
 
 #: ssh options that force a brand-new TCP connection and authentication (OpenSSH ssh_config(5)).
-FRESH_SSH_ARGS = "-o ControlMaster=no -o ControlPath=none -o BatchMode=yes -o ConnectTimeout=15"
+FRESH_SSH_ARGS = "-o ControlMaster=no -o ControlPath=none -o BatchMode=yes -o ConnectTimeout=15 -o LogLevel=ERROR"
 
 
 @dataclasses.dataclass

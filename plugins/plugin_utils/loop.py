@@ -25,6 +25,9 @@ import time
 import typing as t
 
 import yaml
+from ansible import constants as C
+from ansible.utils.vars import combine_vars
+from ansible.vars.clean import clean_facts, namespace_facts
 
 from ansible_collections.scapforge.remediation.plugins.plugin_utils import health, outcomes, safety
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.catalog import Catalog, CatalogError
@@ -136,6 +139,29 @@ def load_catalog(action, task_vars: dict, opts: LoopOptions) -> tuple[Catalog, b
         raise LoopError("content", "datastream from %s: %s" % (source, exc)) from None
 
 
+def with_host_facts(action, task_vars: dict) -> dict:
+    """Return task_vars with the host's facts, gathered once with ``setup`` if the play did not.
+
+    The SSG fixes read facts such as ``ansible_os_family`` and ``ansible_virtualization_type``
+    (the SSG playbooks run with gather_facts). Facts are merged as Ansible's VariableManager
+    does: under ``ansible_facts`` without the prefix, and as ``ansible_*`` variables when
+    INJECT_FACTS_AS_VARS is on. Raises LoopError(``facts``) if setup fails.
+    """
+    if task_vars.get("ansible_facts", {}).get("os_family"):
+        return task_vars
+    result = action._execute_module(
+        module_name="ansible.builtin.setup", module_args={}, task_vars=task_vars
+    )
+    if result.get("failed"):
+        raise LoopError("facts", "gathering facts failed: %s" % result.get("msg"))
+    facts = result.get("ansible_facts", {})
+    merged = dict(task_vars)
+    merged["ansible_facts"] = combine_vars(task_vars.get("ansible_facts", {}), namespace_facts(facts)["ansible_facts"])
+    if C.INJECT_FACTS_AS_VARS:
+        merged.update(clean_facts(facts))
+    return merged
+
+
 def counts_of(results: dict) -> dict:
     """Counts by result value of a ``{rule: result}`` map (notselected excluded)."""
     counts: dict[str, int] = {}
@@ -171,6 +197,7 @@ class RemediationLoop:
 
     def _prepare(self) -> None:
         self.catalog, self.trusted, source = load_catalog(self.action, self.task_vars, self.opts)
+        self.task_vars = with_host_facts(self.action, self.task_vars)
         try:
             self.profile = self.catalog.profile(self.opts.profile)
             self.scope = [self.catalog.rule(r).id for r in self.opts.rules]

@@ -26,6 +26,7 @@ ACCESS_IMPACTING: dict[str, str] = {
     "sudo_add_noexec": "Defaults noexec stops sudo'd commands from running programs (Ansible's python)",
     "sudo_add_requiretty": "Defaults requiretty breaks become over a non-interactive SSH session",
     "sudo_dedicated_group": "restricts sudo to a group the controller's user may not be in",
+    "file_permissions_sudo": "mode 4110 lets only the sudo binary's group run sudo (seen: become exited 126)",
     "sudoers_no_root_target": "removes rules that let the controller's user become root",
     "sudoers_explicit_command_args": "rewrites sudoers rules the controller's user relies on",
     "sudoers_no_command_negation": "rewrites sudoers rules the controller's user relies on",

@@ -366,8 +366,10 @@ MATCH_TAIL = "Subsystem sftp internal-sftp\nMatch Group sftponly\n    ChrootDire
 @needs_content
 def test_lab_sshd_root_login_lands_before_match_block(tmp_path, lab_host, lab_inventory, restore_files):
     restore_files("/etc/ssh/sshd_config")
-    stock = lab_host.ssh("sudo grep -v -e '^Subsystem' -e '^Match' /etc/ssh/sshd_config.scapforge-test-bak").stdout
-    stock = "\n".join(ln for ln in stock.splitlines() if not ln.strip().startswith("PermitRootLogin")) + "\n"
+    # the host's file up to any Match block, without Subsystem/PermitRootLogin lines, then the case's tail
+    stock = _cat(lab_host, "/etc/ssh/sshd_config.scapforge-test-bak").split("\nMatch ")[0]
+    stock = "".join(ln + "\n" for ln in stock.splitlines()
+                    if not ln.strip().startswith(("PermitRootLogin", "Subsystem")))
     work = tmp_path / "sshd_config"
     work.write_text(stock + MATCH_TAIL)
     lab_host.ssh("sudo tee /etc/ssh/sshd_config >/dev/null <<'EOF'\n%sEOF" % work.read_text())

@@ -79,11 +79,12 @@ def _sh_quote(text: str) -> str:
     return "'" + text.replace("'", "'\"'\"'") + "'"
 
 
-def run_playbook(inventory: Path, runs_dir: Path, extra: dict | None = None) -> dict:
+def run_playbook(inventory: Path, host, runs_dir: Path, extra: dict | None = None) -> dict:
     extra_vars = {"scapforge_rules": RULES, "scapforge_runs_dir": str(runs_dir)}
     extra_vars.update(extra or {})
     proc = subprocess.run(
-        ["ansible-playbook", "playbooks/remediate.yml", "-i", str(inventory), "-e", json.dumps(extra_vars)],
+        ["ansible-playbook", "playbooks/remediate.yml", "-i", str(inventory), "-l", host.name,
+         "-e", json.dumps(extra_vars)],
         cwd=REPO, capture_output=True, text=True, timeout=1200,
     )
     assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-3000:]
@@ -107,7 +108,7 @@ def first_run(lab, lab_host, lab_inventory, tmp_path_factory):
     assert host.ssh("grep -c '^UMASK' /etc/login.defs").stdout.strip() == "1"
     before = own_oscap(host)
     runs = tmp_path_factory.mktemp("runs")
-    summary = run_playbook(lab_inventory, runs)
+    summary = run_playbook(lab_inventory, host, runs)
     after = own_oscap(host)
     return {"host": host, "before": before, "after": after, "summary": summary, "runs": runs,
             "inventory": lab_inventory}
@@ -205,7 +206,7 @@ def test_second_run_changes_nothing_for_remediated_rules(first_run, tmp_path):
     remediated = {r for r, o in host_report(first_run)["rules"].items() if o["outcome"] == "remediated"}
     files = ("/etc/login.defs", "/etc/ssh/sshd_config", "/etc/profile", "/etc/sudoers")
     digests = {f: file_digest(host, f) for f in files}
-    summary = run_playbook(first_run["inventory"], tmp_path)
+    summary = run_playbook(first_run["inventory"], host, tmp_path)
     second = summary["hosts"][host.name]
     assert remediated and not (remediated & set(second["rules"])), second["rules"].keys()
     assert {f: file_digest(host, f) for f in files} == digests

@@ -1,0 +1,76 @@
+"""--check changes nothing; a fix that locks the controller out stops the host, plainly.
+
+Both run the real playbook over SSH against a lab host. The lock-out test opts in to
+sudo_remove_nopasswd (case sudo-nopasswd-lockout): the fix comments out the NOPASSWD rule
+the controller escalates with, the fresh-connection health check must catch it, and the
+host must stop with reason ``unhealthy`` instead of going on. The lab host is reset after.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+FILES = ("/etc/login.defs", "/etc/ssh/sshd_config", "/etc/sudoers", "/etc/sudoers.d/scapforge")
+
+
+def playbook(inventory, host, runs_dir, extra, *flags):
+    extra = dict(extra, scapforge_runs_dir=str(runs_dir))
+    return subprocess.run(
+        ["ansible-playbook", "playbooks/remediate.yml", "-i", str(inventory), "-l", host.name,
+         "-e", json.dumps(extra), *flags],
+        cwd=REPO, capture_output=True, text=True, timeout=900,
+    )
+
+
+def digests(host):
+    out = host.ssh("sudo sha256sum %s" % " ".join(FILES)).stdout
+    return dict(reversed(line.split()) for line in out.splitlines())
+
+
+def summary_of(runs_dir, host):
+    return json.loads((runs_dir / "latest" / "summary.json").read_text())["hosts"][host.name]
+
+
+def test_check_mode_plans_and_changes_nothing(lab, lab_host, lab_inventory, tmp_path):
+    host = lab.reset([lab_host.name])[0]
+    before = digests(host)
+    rules = ["accounts_umask_etc_login_defs", "sshd_disable_root_login", "sudo_add_noexec"]
+    proc = playbook(lab_inventory, host, tmp_path, {"scapforge_rules": rules}, "--check")
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    report = summary_of(tmp_path, host)
+    assert report["check_mode"] is True
+    assert report["rules"]["accounts_umask_etc_login_defs"]["reason"] == "check_mode"
+    assert report["rules"]["sshd_disable_root_login"]["reason"] == "check_mode"
+    assert report["rules"]["sudo_add_noexec"]["reason"] == "access_impacting"
+    assert report["after"] == report["before"] and report["before"]["fail"] == 3
+    assert digests(host) == before
+
+
+def test_fix_that_removes_the_controllers_sudo_stops_the_host(lab, lab_host, lab_inventory, tmp_path):
+    host = lab.reset([lab_host.name])[0]
+    try:
+        rules = ["sudo_remove_nopasswd", "accounts_umask_etc_login_defs", "accounts_umask_etc_profile"]
+        extra = {"scapforge_rules": rules, "scapforge_allow_access_impacting": ["sudo_remove_nopasswd"]}
+        proc = playbook(lab_inventory, host, tmp_path, extra)
+        # the host is reported failed, with the reason, and the run still writes its summary
+        assert proc.returncode != 0
+        assert "host stopped" in proc.stdout
+        report = summary_of(tmp_path, host)
+        lockout = report["rules"]["sudo_remove_nopasswd"]
+        assert (lockout["outcome"], lockout["reason"], lockout["attempts"]) == ("escalated", "unhealthy", 1)
+        assert "ansible.builtin.replace" in lockout["modules"]
+        assert report["stopped"] and "sudo_remove_nopasswd" in report["stopped"]
+        # nothing after the lock-out was attempted
+        events = [json.loads(x) for x in (tmp_path / "latest" / "events.jsonl").read_text().splitlines()]
+        order = [e["rule"] for e in events if e["event"] == "rule_start"]
+        for rule in order[order.index("sudo_remove_nopasswd") + 1:]:
+            assert report["rules"][rule]["reason"] == "host_stopped", rule
+        assert [e for e in events if e["event"] == "host_stopped"]
+        # and it really is locked out: become without a password no longer works
+        assert host.ssh("sudo -n true", check=False).returncode != 0
+    finally:
+        lab.reset([lab_host.name])
+    assert host.ssh("sudo -n true", check=False).returncode == 0
