@@ -26,6 +26,7 @@ import typing as t
 
 import yaml
 from ansible import constants as C
+from ansible.errors import AnsibleError
 from ansible.utils.vars import combine_vars
 from ansible.vars.clean import clean_facts, namespace_facts
 
@@ -360,9 +361,16 @@ class RemediationLoop:
                 continue
             group = [r for r in self.catalog.expand_requires([rule_id]) if r in todo and r not in done]
             done.update(group)
-            applied = [a for a in (self.apply(r) for r in group) if isinstance(a, Applied)]
-            if applied:
-                self.verify(applied)
+            try:
+                applied = [a for a in (self.apply(r) for r in group) if isinstance(a, Applied)]
+                if applied:
+                    self.verify(applied)
+            except AnsibleError as exc:  # connection or become lost mid-rule: stop, keep what we know
+                self.stopped = "stopped during %s: %s" % (safety.short_rule_id(rule_id), str(exc)[-300:])
+                self.events.emit("host_stopped", rule=safety.short_rule_id(rule_id), detail=self.stopped)
+                for rule in group:
+                    if rule not in self.outcomes:
+                        self._finish(rule, "unhealthy", attempts=1, detail=self.stopped)
 
     def run(self) -> dict:
         """Run the loop for this host and return its report (also written to hosts/<host>.json).
@@ -376,9 +384,11 @@ class RemediationLoop:
         work = [r for r, v in before.items() if v == "fail" and (in_scope is None or r in in_scope)]
         self._work(work)
 
-        final = baseline
+        final: dict | None = baseline
         picked_up: list[str] = []
-        if not self.check_mode:
+        if self.stopped:
+            final = None  # the controller cannot scan a host it can no longer manage
+        elif not self.check_mode:
             final = self._scan("rescan")
             if self.opts.rescan:
                 picked_up = [
@@ -389,9 +399,9 @@ class RemediationLoop:
                 if picked_up:
                     self.events.emit("rescan_picked_up", rules=[safety.short_rule_id(r) for r in picked_up])
                     self._work(picked_up)
-                    final = self._scan("final")
-        after = final.get("rules", {})
-        self._mark_regressed(after)
+                    final = None if self.stopped else self._scan("final")
+        if final is not None:
+            self._mark_regressed(final.get("rules", {}))
         return self._report(baseline, final, picked_up)
 
     def _mark_regressed(self, after: dict) -> None:
@@ -400,8 +410,9 @@ class RemediationLoop:
                 self._finish(rule_id, "regressed", attempts=outcome.attempts, modules=outcome.modules,
                              detail="passed after its fix, %s in the final scan" % after.get(rule_id))
 
-    def _report(self, baseline: dict, final: dict, picked_up: list[str]) -> dict:
-        before, after = baseline.get("rules", {}), final.get("rules", {})
+    def _report(self, baseline: dict, final: dict | None, picked_up: list[str]) -> dict:
+        """The host report; ``after`` is None when the host was stopped before a final scan."""
+        before, after = baseline.get("rules", {}), (final or {}).get("rules", {})
         regressions = sorted(
             safety.short_rule_id(r) for r, v in before.items() if v == "pass" and after.get(r) not in (None, "pass")
         )
@@ -423,7 +434,7 @@ class RemediationLoop:
             },
             "check_mode": self.check_mode,
             "before": counts_of(before),
-            "after": counts_of(after),
+            "after": counts_of(after) if final is not None else None,
             "outcomes": dict(sorted(by_reason.items())),
             "regressions": regressions,
             "picked_up_by_rescan": sorted(safety.short_rule_id(r) for r in picked_up),

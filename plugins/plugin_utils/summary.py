@@ -26,7 +26,7 @@ def merge_host_reports(run_dir: str) -> dict:
     totals: dict[str, dict[str, int]] = {"before": {}, "after": {}, "outcomes": {}}
     for report in hosts.values():
         for key in totals:
-            for name, count in report.get(key, {}).items():
+            for name, count in (report.get(key) or {}).items():
                 totals[key][name] = totals[key].get(name, 0) + count
     summary = {
         "run_id": next((r.get("run_id") for r in hosts.values()), os.path.basename(run_dir.rstrip("/"))),
