@@ -10,7 +10,7 @@ export SCAPFORGE_LAB_HOME ?= /var/lib/scapforge-lab
 LAB_HOSTS ?= 1
 PROFILE ?= xccdf_org.ssgproject.content_profile_anssi_bp28_high
 
-.PHONY: deps venv lab lab-down demo test unit integration clean
+.PHONY: deps venv lab lab-down demo test unit integration lint clean
 
 # Debian packages the controller needs for the lab (debootstrap, systemd-nspawn, tinyproxy).
 deps:
@@ -34,7 +34,7 @@ lab-down: venv
 
 demo: lab
 	ansible-playbook playbooks/remediate.yml -i inventory/lab.yml -e scapforge_profile=$(PROFILE)
-	$(PY) -m json.tool playbooks/scapforge-runs/latest/summary.json | head -60 || true
+	$(PY) tools/print_summary.py playbooks/scapforge-runs/latest
 
 unit: venv
 	$(PY) -m pytest -q tests/unit
@@ -42,7 +42,10 @@ unit: venv
 integration: deps venv
 	$(PY) -m pytest -q tests/integration
 
-test: deps venv
+lint: venv
+	ansible-lint
+
+test: deps venv lint
 	$(PY) -m pytest -q tests/unit tests/integration
 
 clean: lab-down

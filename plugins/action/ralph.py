@@ -30,6 +30,7 @@ ARGUMENT_SPEC = {
     "run_dir": {"type": "path"},
     "run_id": {"type": "str"},
     "time_budget": {"type": "float", "default": 0},
+    "verify_batch": {"type": "int", "default": 8},
 }
 
 
@@ -58,6 +59,7 @@ class ActionModule(ActionBase):
             run_dir=run_dir,
             run_id=run_id,
             time_budget=args["time_budget"],
+            verify_batch=args["verify_batch"],
         )
         loop = RemediationLoop(self, task_vars, opts, check_mode=bool(self._task.check_mode))
         try:

@@ -59,6 +59,7 @@ UNFIXABLE_ON_RUNNING_HOST = (
 ENVIRONMENT_SIGNATURES = (
     ("Missing privilege separation directory", "sshd_privsep_dir_missing"),
     ("/proc/sys", "read_only_proc_sys"),
+    ("permission denied on key", "read_only_proc_sys"),  # sysctl -p in a container
     ("Read-only file system", "read_only_filesystem"),
     ("System has not been booted with systemd", "no_systemd"),
     ("Could not get lock /var/lib/dpkg", "package_manager_locked"),

@@ -1,0 +1,39 @@
+#!/usr/bin/env python3
+"""Print a run's summary.json for a human: per host before/after counts, outcomes by
+reason, regressions, rules picked up by the rescan, and wall time (seconds).
+
+Usage: tools/print_summary.py [RUN_DIR or summary.json]   (default: playbooks/scapforge-runs/latest)
+Exits 1 with a message if the file is missing or not JSON.
+"""
+
+import json
+import os
+import sys
+
+
+def main(argv):
+    path = argv[1] if len(argv) > 1 else "playbooks/scapforge-runs/latest"
+    if os.path.isdir(path):
+        path = os.path.join(path, "summary.json")
+    try:
+        with open(path, encoding="utf-8") as handle:
+            summary = json.load(handle)
+    except (OSError, ValueError) as exc:
+        print("cannot read the run summary %s: %s" % (path, exc), file=sys.stderr)
+        return 1
+    print("run %s  (%s)" % (summary.get("run_id"), path))
+    for host, report in sorted(summary.get("hosts", {}).items()):
+        print("\n%s  profile %s  %.0f s" % (host, report.get("profile"), report.get("seconds", 0)))
+        print("  before: %s" % report.get("before"))
+        print("  after:  %s" % report.get("after"))
+        for reason, count in sorted(report.get("outcomes", {}).items(), key=lambda kv: (-kv[1], kv[0])):
+            print("  %4d  %s" % (count, reason))
+        print("  regressions: %s" % (report.get("regressions") or "none"))
+        print("  picked up by the rescan: %d" % len(report.get("picked_up_by_rescan", [])))
+        if report.get("stopped"):
+            print("  STOPPED: %s" % report["stopped"])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
