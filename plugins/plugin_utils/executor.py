@@ -79,8 +79,13 @@ class ExecutionReport:
 
 
 def _trim(text: t.Any, limit: int = MSG_LIMIT) -> str:
+    """At most ``limit`` characters, keeping the head and the tail: tools such as
+    ``sysctl -p`` print the cause of a failure last, after pages of output."""
     text = str(text).strip()
-    return text if len(text) <= limit else text[:limit - 3] + '...'
+    if len(text) <= limit:
+        return text
+    head = limit * 2 // 5
+    return text[:head] + ' ... ' + text[-(limit - head - 5):]
 
 
 def _deep_trust(value: t.Any) -> t.Any:
@@ -328,6 +333,10 @@ class TaskListExecutor:
             res['item'] = item
             res['ansible_loop_var'] = 'item'
             results.append(res)
+            # As the strategy applies each item's facts to the host in order (set_fact in a
+            # loop accumulates, e.g. SSG's audit fixes counting paths in found_paths_dict).
+            if 'ansible_facts' in res:
+                self._merge_facts(task, res['ansible_facts'], run_vars)
         out: dict = dict(results=results, skipped=True, changed=False)
         for res in results:
             if res.get('changed'):

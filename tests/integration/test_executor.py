@@ -391,3 +391,26 @@ def test_lab_pipefail_under_dash_fails_with_the_shell_message(tmp_path, lab_host
     assert report["ok"] is False
     assert "Illegal option -o pipefail" in report["error"]
     assert report["modules"] == ["ansible.builtin.shell"]
+
+
+def test_set_fact_in_a_loop_accumulates_into_later_tasks(tmp_path):
+    # SSG's audit fixes count paths with a set_fact loop, then read the dict afterwards:
+    # as in a play, every item's facts reach the tasks after the loop.
+    out = tmp_path / "counts"
+    tasks = [
+        {"name": "reset", "set_fact": {"seen": {}}},
+        {"name": "count", "set_fact": {"seen": "{{ seen | combine({item: 1 + seen.get(item, 0)}) }}"},
+         "loop": ["a", "b", "a"]},
+        {"name": "last", "set_fact": {"top": "{{ (seen | dict2items | sort(attribute='value') | last).key }}"}},
+        {"name": "write", "ansible.builtin.copy": {"dest": str(out), "content": "{{ seen.a }}{{ seen.b }}{{ top }}"}},
+    ]
+    report = run_tasks(tmp_path, tasks, trusted=True)
+    assert report["ok"], report
+    assert out.read_text() == "21a"
+
+
+def test_long_errors_keep_their_tail(tmp_path):
+    tasks = [{"name": "noisy", "ansible.builtin.shell": "seq 1 400; echo 'the real cause' >&2; exit 3"}]
+    report = run_tasks(tmp_path, tasks, trusted=True)
+    assert not report["ok"] and report["failed_task"] == "noisy"
+    assert "the real cause" in report["error"] and len(report["error"]) <= 500
