@@ -33,8 +33,8 @@ lab-down: venv
 	$(PY) lab/lab.py down
 
 demo: lab
-	ansible-playbook playbooks/remediate.yml -i inventory/lab.yml -e scapforge_profile=$(PROFILE)
-	$(PY) tools/print_summary.py playbooks/scapforge-runs/latest
+	ansible-playbook playbooks/remediate.yml -i inventory/lab.yml -e scapforge_profile=$(PROFILE); rc=$$?; \
+	$(PY) tools/print_summary.py playbooks/scapforge-runs/latest; exit $$rc
 
 unit: venv
 	$(PY) -m pytest -q tests/unit

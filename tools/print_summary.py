@@ -23,6 +23,9 @@ def main(argv):
         return 1
     print("run %s  (%s)" % (summary.get("run_id"), path))
     for host, report in sorted(summary.get("hosts", {}).items()):
+        if report.get("error"):
+            print("\n%s  NOT RUN (%s): %s" % (host, report["error"]["reason"], report["error"]["msg"]))
+            continue
         print("\n%s  profile %s  %.0f s" % (host, report.get("profile"), report.get("seconds", 0)))
         print("  before: %s" % report.get("before"))
         print("  after:  %s" % report.get("after"))
@@ -32,6 +35,8 @@ def main(argv):
         print("  picked up by the rescan: %d" % len(report.get("picked_up_by_rescan", [])))
         if report.get("stopped"):
             print("  STOPPED: %s" % report["stopped"])
+    for host in summary.get("without_report", []):
+        print("\n%s  NO REPORT: unreachable or failed before the loop (see the play output)" % host)
     return 0
 
 

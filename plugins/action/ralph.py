@@ -8,14 +8,18 @@ arguments, builds the loop's options and turns its report into a compact task re
 
 from __future__ import annotations
 
+import uuid
+
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
+from ansible_collections.scapforge.remediation.plugins.plugin_utils.events import utc_now
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.loop import (
     LoopError,
     LoopOptions,
     RemediationLoop,
 )
+from ansible_collections.scapforge.remediation.plugins.plugin_utils.summary import error_report, write_host_report
 
 ARGUMENT_SPEC = {
     "datastream": {"type": "str", "required": True},
@@ -44,7 +48,8 @@ class ActionModule(ActionBase):
         del tmp
         _validation, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
 
-        run_id = args["run_id"] or "adhoc"
+        # Without the role's run id, each call is its own run (never appended to an old one).
+        run_id = args["run_id"] or "adhoc-%s-%s" % (utc_now()[:19].replace(":", ""), uuid.uuid4().hex[:6])
         run_dir = args["run_dir"] or "%s/scapforge-runs/%s" % (task_vars.get("playbook_dir", "."), run_id)
         opts = LoopOptions(
             datastream=args["datastream"],
@@ -65,6 +70,9 @@ class ActionModule(ActionBase):
         try:
             report = loop.run()
         except LoopError as exc:
+            host = task_vars.get("inventory_hostname", "localhost")
+            write_host_report(run_dir, host, error_report(host, run_id, exc.reason, str(exc)))
+            loop.events.emit("run_error", reason=exc.reason, msg=str(exc))
             raise AnsibleActionFail("%s (reason: %s)" % (exc, exc.reason), result={"reason": exc.reason})
         finally:
             self._remove_tmp_path(self._connection._shell.tmpdir)

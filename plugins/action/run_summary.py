@@ -16,11 +16,15 @@ class ActionModule(ActionBase):
 
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
-        _validation, args = self.validate_argument_spec(argument_spec={"run_dir": {"type": "path", "required": True}})
+        _validation, args = self.validate_argument_spec(argument_spec={
+            "run_dir": {"type": "path", "required": True},
+            "hosts": {"type": "list", "elements": "str", "default": []},
+        })
         try:
-            path, summary = write_summary(args["run_dir"])
+            path, summary = write_summary(args["run_dir"], args["hosts"])
         except OSError as exc:
             raise AnsibleActionFail("cannot write the run summary in %s: %s" % (args["run_dir"], exc))
         result.update(changed=False, summary_path=path, totals=summary["totals"], regressions=summary["regressions"],
-                      hosts=sorted(summary["hosts"]))
+                      hosts=sorted(summary["hosts"]), without_report=summary["without_report"],
+                      errors=summary["errors"])
         return result

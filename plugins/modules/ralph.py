@@ -94,7 +94,7 @@ options:
 attributes:
   check_mode:
     support: full
-    details: Scans and reports the plan (which rules, whether the fix passes the gate); changes nothing.
+    details: Scans and reports the plan (which rules, which tasks of their fixes); changes nothing.
   diff_mode:
     support: none
   platform:
@@ -104,6 +104,7 @@ notes:
   - The host needs Python 3.9+ and the C(oscap) command (package openscap-scanner).
 seealso:
   - module: scapforge.remediation.oscap_eval
+  - module: scapforge.remediation.run_summary
 """
 
 EXAMPLES = r"""
@@ -129,7 +130,9 @@ before:
   type: dict
   sample: {"pass": 109, "fail": 165, "notapplicable": 116}
 after:
-  description: Rule counts by result in the final scan.
+  description:
+    - Rule counts by result in the final scan.
+    - Null in check mode and when the host was stopped before a final scan.
   returned: always
   type: dict
   sample: {"pass": 240, "fail": 40, "notapplicable": 110}

@@ -21,6 +21,11 @@ options:
     description: The run's directory on the controller.
     type: path
     required: true
+  hosts:
+    description: The play's hosts; those without a report (unreachable, failed before the loop) are listed as such.
+    type: list
+    elements: str
+    default: []
 attributes:
   check_mode:
     support: full
@@ -34,6 +39,7 @@ EXAMPLES = r"""
 - name: Merge the run's host reports
   scapforge.remediation.run_summary:
     run_dir: "{{ playbook_dir }}/scapforge-runs/{{ scapforge_run_id }}"
+    hosts: "{{ ansible_play_hosts_all }}"
   run_once: true
 """
 
@@ -55,4 +61,13 @@ hosts:
   returned: always
   type: list
   elements: str
+without_report:
+  description: Hosts of the play with no report (unreachable, or failed before the loop started).
+  returned: always
+  type: list
+  elements: str
+errors:
+  description: Per host, the reason and message of a run that could not start or go on.
+  returned: always
+  type: dict
 """

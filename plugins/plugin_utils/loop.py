@@ -119,6 +119,15 @@ def load_catalog(action, task_vars: dict, opts: LoopOptions) -> tuple[Catalog, b
         except OSError as exc:
             raise LoopError("content", "cannot read datastream_src %s: %s" % (opts.datastream_src, exc)) from None
         source, trusted = "controller:" + opts.datastream_src, True
+        host_digest = _host_sha256(action, task_vars, opts.datastream)
+        digest = hashlib.sha256(data).hexdigest()
+        if host_digest != digest:
+            raise LoopError(
+                "content_mismatch",
+                "datastream_src %s (sha256 %s) is not the host's %s (sha256 %s): the fixes would come from "
+                "other content than the scans; the role copies datastream_src over it (not in --check)"
+                % (opts.datastream_src, digest, opts.datastream, host_digest),
+            )
     else:
         slurped = action._execute_module(
             module_name="ansible.builtin.slurp", module_args={"src": opts.datastream}, task_vars=task_vars
@@ -136,9 +145,22 @@ def load_catalog(action, task_vars: dict, opts: LoopOptions) -> tuple[Catalog, b
                 "datastream_src (a controller copy) or add the digest to trusted_sha256" % (opts.datastream, digest),
             )
     try:
-        return Catalog.from_bytes(data), trusted, source
+        return Catalog.from_bytes(data, source=source), trusted, source
     except CatalogError as exc:
         raise LoopError("content", "datastream from %s: %s" % (source, exc)) from None
+
+
+def _host_sha256(action, task_vars: dict, path: str) -> str | None:
+    """sha256 of ``path`` on the host (None if missing); raises LoopError if stat fails."""
+    result = action._execute_module(
+        module_name="ansible.builtin.stat",
+        module_args={"path": path, "checksum_algorithm": "sha256", "get_mime": False},
+        task_vars=task_vars,
+    )
+    if result.get("failed"):
+        raise LoopError("content", "cannot stat the datastream %s on the host: %s" % (path, result.get("msg")))
+    stat = result.get("stat", {})
+    return stat.get("checksum") if stat.get("exists") else None
 
 
 def with_host_facts(action, task_vars: dict) -> dict:
@@ -162,6 +184,19 @@ def with_host_facts(action, task_vars: dict) -> dict:
     if C.INJECT_FACTS_AS_VARS:
         merged.update(clean_facts(facts))
     return merged
+
+
+def task_names(tasks: list) -> list[str]:
+    """Names of the tasks of a fix, blocks flattened (unnamed tasks are shown by their keys)."""
+    names: list[str] = []
+    for task in tasks or []:
+        if not isinstance(task, dict):
+            continue
+        if isinstance(task.get("block"), list):
+            names.extend(task_names(task["block"]))
+        else:
+            names.append(str(task.get("name") or ", ".join(k for k in task if k not in ("when", "tags"))))
+    return names
 
 
 def counts_of(results: dict) -> dict:
@@ -202,9 +237,23 @@ class RemediationLoop:
         self.task_vars = with_host_facts(self.action, self.task_vars)
         try:
             self.profile = self.catalog.profile(self.opts.profile)
-            self.scope = [self.catalog.rule(r).id for r in self.opts.rules]
         except CatalogError as exc:
             raise LoopError("profile", str(exc)) from None
+        try:  # a typo in a waiver must not let the rule run (or an opt-in silently do nothing)
+            self.scope = [self.catalog.rule(r).id for r in self.opts.rules]
+            self.waived = {self.catalog.rule(r).id for r in self.opts.skip_rules}
+            self.allowed = {self.catalog.rule(r).id for r in self.opts.allow_access_impacting if r != "all"}
+        except CatalogError as exc:
+            raise LoopError("rule", str(exc)) from None
+        self.allow_all = "all" in self.opts.allow_access_impacting
+        if self.opts.health_check and not self.check_mode:
+            status = health.check_host(self.action)
+            if not status.healthy:
+                raise LoopError(
+                    "unhealthy_before",
+                    "a fresh login with become fails before any change, so the health check cannot "
+                    "protect this host: %s" % status.detail,
+                )
         selected = set(self.profile.selected_rules)
         scope = self.catalog.expand_requires(self.scope) if self.scope else []
         outside = [r for r in scope if r not in selected]
@@ -223,6 +272,8 @@ class RemediationLoop:
             content_sha256=self.catalog.sha256,
             trusted=self.trusted,
             scope=[safety.short_rule_id(r) for r in scope],
+            waived=sorted(safety.short_rule_id(r) for r in self.waived),
+            allowed_access_impacting="all" if self.allow_all else sorted(safety.short_rule_id(r) for r in self.allowed),
             tailored=[safety.short_rule_id(r) for r in outside],
             check_mode=self.check_mode,
         )
@@ -253,8 +304,8 @@ class RemediationLoop:
         outcome = outcomes.RuleOutcome.of(rule_id, reason, category=rule.category, **kwargs)
         self.outcomes[rule_id] = outcome
         data = outcome.to_dict()
-        del data["rule"]
-        self.events.emit("rule_complete", rule=safety.short_rule_id(rule_id), **data)
+        del data["rule"], data["attempts"]
+        self.events.emit("rule_complete", rule=safety.short_rule_id(rule_id), attempt=outcome.attempts or None, **data)
         return outcome
 
     def _out_of_budget(self) -> bool:
@@ -273,11 +324,10 @@ class RemediationLoop:
             return self._finish(rule_id, "host_stopped", detail=self.stopped)
         if self._out_of_budget():
             return self._finish(rule_id, "budget")
-        if short in self.opts.skip_rules or rule_id in self.opts.skip_rules:
+        if rule_id in self.waived:
             return self._finish(rule_id, "waived")
         impact = safety.access_impact(rule_id, self.remote_user)
-        allowed = {safety.short_rule_id(r) for r in self.opts.allow_access_impacting}
-        if impact and short not in allowed and "all" not in allowed:
+        if impact and rule_id not in self.allowed and not self.allow_all:
             return self._finish(rule_id, "access_impacting", detail=impact)
         unfixable = safety.unfixable_kind(rule_id)
         if unfixable:
@@ -293,14 +343,16 @@ class RemediationLoop:
             problems = executor.validate(tasks)
             if problems:
                 return self._finish(rule_id, "fix_refused", detail="; ".join(problems)[:500])
-            return self._finish(rule_id, "check_mode", detail="vendor fix would run (%d tasks)" % len(tasks))
+            plan = task_names(tasks)
+            return self._finish(rule_id, "check_mode",
+                                detail=("vendor fix would run %d tasks: %s" % (len(plan), "; ".join(plan)))[:800])
 
         report = executor.run(tasks)
         self.changed = self.changed or report.changed
         self.events.emit(
             "fix_applied", rule=short, attempt=1, source="vendor", ok=report.ok, changed=report.changed,
             refused=report.refused, failed_task=report.failed_task, error=report.error,
-            modules=report.modules, reboot=fix.reboot,
+            modules=report.modules, reboot=fix.reboot, tasks=report.task_results,
         )
         if report.refused:
             return self._finish(rule_id, "fix_refused", attempts=1, detail=report.refused[:500])
@@ -335,7 +387,9 @@ class RemediationLoop:
 
     def _judge(self, item: Applied, value: str) -> outcomes.RuleOutcome:
         report = item.report
-        common = {"attempts": 1, "modules": report.modules}
+        changed = ["%s (%s)" % (r.get("name"), r.get("module")) for r in report.task_results
+                   if r.get("changed") and not r.get("check_mode")]
+        common = {"attempts": 1, "modules": report.modules, "changed_tasks": changed}
         error = (report.error or "")[:500]
         if value == "pass":
             detail = "a task failed but the rule passes: %s" % error if not report.ok else ""
@@ -345,8 +399,9 @@ class RemediationLoop:
             if kind:  # the host, not the rule: a reboot would not help either
                 return self._finish(item.rule_id, outcomes.environment_reason(kind),
                                     detail="%s: %s" % (report.failed_task, error), **common)
-            if item.reboot:
-                return self._finish(item.rule_id, "reboot_required", detail=error, **common)
+            if item.reboot and report.ok:
+                return self._finish(item.rule_id, "reboot_required", detail="the fix ran; its metadata says reboot",
+                                    **common)
             if not report.ok:
                 return self._finish(item.rule_id, "fix_failed", detail="%s: %s" % (report.failed_task, error), **common)
             return self._finish(item.rule_id, "fix_ineffective", detail="the fix ran; oscap still reports fail", **common)
@@ -407,30 +462,38 @@ class RemediationLoop:
         work = [r for r, v in before.items() if v == "fail" and (in_scope is None or r in in_scope)]
         self._work(work)
 
-        final: dict | None = baseline
         picked_up: list[str] = []
-        if self.stopped:
-            final = None  # the controller cannot scan a host it can no longer manage
-        elif not self.check_mode:
-            final = self._scan("rescan")
-            if self.opts.rescan:
-                picked_up = [
-                    r for r, v in final.get("rules", {}).items()
-                    if v == "fail" and r not in self.outcomes and before.get(r) != "fail"
-                    and (in_scope is None or r in in_scope)
-                ]
-                if picked_up:
-                    self.events.emit("rescan_picked_up", rules=[safety.short_rule_id(r) for r in picked_up])
-                    self._work(picked_up)
-                    final = None if self.stopped else self._scan("final")
+        final = None if self.check_mode else self._scan_after("rescan" if self.opts.rescan else "final")
+        if final is not None and self.opts.rescan:
+            picked_up = [
+                r for r, v in final.get("rules", {}).items()
+                if v == "fail" and r not in self.outcomes and before.get(r) != "fail"
+                and (in_scope is None or r in in_scope)
+            ]
+            if picked_up:
+                self.events.emit("rescan_picked_up", rules=[safety.short_rule_id(r) for r in picked_up])
+                self._work(picked_up)
+                final = self._scan_after("final")
         if final is not None:
             self._mark_regressed(final.get("rules", {}))
         return self._report(baseline, final, picked_up)
+
+    def _scan_after(self, label: str) -> dict | None:
+        """A scan after changes were made: on failure the host stops and the report is still
+        written (``after`` null), since what was applied must not be lost."""
+        if self.stopped:
+            return None  # the controller cannot scan a host it can no longer manage
+        try:
+            return self._scan(label)
+        except (LoopError, AnsibleError) as exc:
+            self._stop("%s scan failed: %s" % (label, exc), ())
+            return None
 
     def _mark_regressed(self, after: dict) -> None:
         for rule_id, outcome in list(self.outcomes.items()):
             if outcome.outcome == outcomes.REMEDIATED and after.get(rule_id) not in (None, "pass"):
                 self._finish(rule_id, "regressed", attempts=outcome.attempts, modules=outcome.modules,
+                             changed_tasks=outcome.changed_tasks,
                              detail="passed after its fix, %s in the final scan" % after.get(rule_id))
 
     def _report(self, baseline: dict, final: dict | None, picked_up: list[str]) -> dict:
@@ -443,8 +506,9 @@ class RemediationLoop:
         for outcome in self.outcomes.values():
             key = "%s/%s" % (outcome.outcome, outcome.reason)
             by_reason[key] = by_reason.get(key, 0) + 1
+        last = after if final is not None else before
         not_work = {
-            value: sorted(safety.short_rule_id(r) for r, v in after.items() if v == value) for value in NOT_WORK
+            value: sorted(safety.short_rule_id(r) for r, v in last.items() if v == value) for value in NOT_WORK
         }
         report = {
             "host": self.host,
@@ -462,6 +526,7 @@ class RemediationLoop:
             "regressions": regressions,
             "picked_up_by_rescan": sorted(safety.short_rule_id(r) for r in picked_up),
             "not_work_items": {k: v for k, v in not_work.items() if v},
+            "still_failing": sorted(safety.short_rule_id(r) for r, v in after.items() if v == "fail"),
             "stopped": self.stopped,
             "seconds": round(time.monotonic() - self.started, 1),
             "rules": {safety.short_rule_id(r): o.to_dict() for r, o in sorted(self.outcomes.items())},

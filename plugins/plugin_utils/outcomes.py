@@ -68,7 +68,8 @@ class RuleOutcome:
     """What a run did about one rule that failed at baseline.
 
     ``rule`` is the full XCCDF rule id; ``attempts`` counts fixes applied (0 when none ran);
-    ``modules`` the canonical FQCNs executed; ``detail`` a one-line human explanation
+    ``modules`` the canonical FQCNs executed; ``changed_tasks`` "task name (module)" of the
+    tasks that changed the host; ``detail`` a one-line human explanation
     (an error message, the override that was found), at most a few hundred characters.
     """
 
@@ -79,6 +80,7 @@ class RuleOutcome:
     modules: list[str] = dataclasses.field(default_factory=list)
     detail: str = ""
     category: str = ""
+    changed_tasks: list[str] = dataclasses.field(default_factory=list)
 
     def __post_init__(self) -> None:
         expected = outcome_for(self.reason)

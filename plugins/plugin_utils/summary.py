@@ -5,14 +5,25 @@ from __future__ import annotations
 import glob
 import json
 import os
+import typing as t
 
 
-def merge_host_reports(run_dir: str) -> dict:
+def error_report(host: str, run_id: str, reason: str, message: str) -> dict:
+    """The host report of a host whose run could not start or go on (bad content, unknown
+    profile or rule, failed baseline scan, unhealthy before any change): no counts, no rules,
+    and the reason and message the user saw."""
+    return {"host": host, "run_id": run_id, "error": {"reason": reason, "msg": message},
+            "before": None, "after": None, "outcomes": {}, "regressions": [], "rules": {}}
+
+
+def merge_host_reports(run_dir: str, expected_hosts: t.Iterable[str] = ()) -> dict:
     """Read ``<run_dir>/hosts/*.json`` and return the run summary.
 
     Shape: ``{"run_id", "hosts": {host: report}, "totals": {"before": {...}, "after": {...},
-    "outcomes": {...}}, "regressions": {host: [rules]}}``. A report that is not valid JSON
-    is listed under ``"unreadable"`` with its error instead of aborting the merge.
+    "outcomes": {...}}, "regressions": {host: [rules]}, "without_report": [hosts]}``.
+    ``expected_hosts`` are the play's hosts: those with no report (unreachable, failed in
+    preflight) are listed under ``without_report`` so no host silently drops out. A report
+    that is not valid JSON is listed under ``"unreadable"`` with its error.
     """
     hosts: dict[str, dict] = {}
     unreadable: dict[str, str] = {}
@@ -33,18 +44,21 @@ def merge_host_reports(run_dir: str) -> dict:
         "hosts": hosts,
         "totals": {k: dict(sorted(v.items())) for k, v in totals.items()},
         "regressions": {h: r.get("regressions", []) for h, r in hosts.items() if r.get("regressions")},
+        "errors": {h: r["error"] for h, r in hosts.items() if r.get("error")},
+        "without_report": sorted(set(expected_hosts) - set(hosts)),
     }
     if unreadable:
         summary["unreadable"] = unreadable
     return summary
 
 
-def write_summary(run_dir: str) -> tuple[str, dict]:
+def write_summary(run_dir: str, expected_hosts: t.Iterable[str] = ()) -> tuple[str, dict]:
     """Write ``summary.json`` atomically and point ``<run_dir>/../latest`` at the run.
 
-    Returns (path, summary). Raises OSError if the run directory is not writable.
+    Returns (path, summary). Raises OSError if the run directory cannot be created or written.
     """
-    summary = merge_host_reports(run_dir)
+    os.makedirs(run_dir, exist_ok=True)
+    summary = merge_host_reports(run_dir, expected_hosts)
     path = os.path.join(run_dir, "summary.json")
     tmp = "%s.tmp.%d" % (path, os.getpid())
     with open(tmp, "w", encoding="utf-8") as handle:

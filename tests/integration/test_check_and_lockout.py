@@ -45,7 +45,8 @@ def test_check_mode_plans_and_changes_nothing(lab, lab_host, lab_inventory, tmp_
     assert report["rules"]["accounts_umask_etc_login_defs"]["reason"] == "check_mode"
     assert report["rules"]["sshd_disable_root_login"]["reason"] == "check_mode"
     assert report["rules"]["sudo_add_noexec"]["reason"] == "access_impacting"
-    assert report["after"] == report["before"] and report["before"]["fail"] == 3
+    assert "Ensure the Default UMASK is Appended Correctly" in report["rules"]["accounts_umask_etc_login_defs"]["detail"]
+    assert report["after"] is None and report["before"]["fail"] == 3
     assert digests(host) == before
 
 
