@@ -55,3 +55,26 @@ def lab_host(lab):
 def lab_inventory(lab_host):
     """Path of the inventory (YAML) listing the running lab hosts."""
     return LAB_INVENTORY
+
+
+def run_remediate(inventory, limit, runs_dir, extra=None, *flags):
+    """Run the main job (playbooks/remediate.yml) for real; returns the CompletedProcess.
+
+    ``limit`` is the -l pattern, ``runs_dir`` becomes scapforge_runs_dir, ``extra`` more
+    extra vars (JSON), ``flags`` more ansible-playbook arguments such as --check.
+    """
+    import json
+    import subprocess
+
+    extra_vars = dict(extra or {}, scapforge_runs_dir=str(runs_dir))
+    return subprocess.run(
+        ["ansible-playbook", "playbooks/remediate.yml", "-i", str(inventory), "-l", limit,
+         "-e", json.dumps(extra_vars), *flags],
+        cwd=REPO_ROOT, capture_output=True, text=True, timeout=1200,
+    )
+
+
+@pytest.fixture(scope="session")
+def remediate():
+    """The :func:`run_remediate` function, for tests that run the main job."""
+    return run_remediate

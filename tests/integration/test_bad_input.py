@@ -4,21 +4,8 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-from pathlib import Path
 
 import pytest
-
-REPO = Path(__file__).resolve().parents[2]
-
-
-def run(inventory, host, runs_dir, extra, *flags):
-    extra = dict(extra, scapforge_runs_dir=str(runs_dir))
-    return subprocess.run(
-        ["ansible-playbook", "playbooks/remediate.yml", "-i", str(inventory), "-l", host.name,
-         "-e", json.dumps(extra), *flags],
-        cwd=REPO, capture_output=True, text=True, timeout=600,
-    )
 
 
 @pytest.fixture
@@ -35,9 +22,10 @@ def login_defs(lab_host):
     ({"scapforge_rules": ["accounts_umask_etc_login_defs"], "scapforge_allow_access_impacting": ["sudo_remove_nopaswd"]},
      "rule", "sudo_remove_nopaswd"),
 ])
-def test_unknown_names_stop_the_host_before_any_change(lab_host, lab_inventory, tmp_path, login_defs, extra, reason, words):
+def test_unknown_names_stop_the_host_before_any_change(lab_host, lab_inventory, tmp_path, login_defs, remediate,
+                                                        extra, reason, words):
     before = login_defs()
-    proc = run(lab_inventory, lab_host, tmp_path, extra)
+    proc = remediate(lab_inventory, lab_host.name, tmp_path, extra)
     assert proc.returncode != 0
     summary = json.loads((tmp_path / "latest" / "summary.json").read_text())
     error = summary["errors"][lab_host.name]
@@ -46,14 +34,15 @@ def test_unknown_names_stop_the_host_before_any_change(lab_host, lab_inventory, 
     assert login_defs() == before
 
 
-def test_controller_content_that_differs_from_the_hosts_is_refused(lab, lab_host, lab_inventory, tmp_path, login_defs):
+def test_controller_content_that_differs_from_the_hosts_is_refused(lab, lab_host, lab_inventory, tmp_path, login_defs,
+                                                                   remediate):
     changed = tmp_path / "other-ds.xml"
     shutil.copyfile(lab.datastream, changed)
     with open(changed, "a") as handle:
         handle.write("<!-- not the host's file -->\n")
     before = login_defs()
     # --check: the role does not copy it over the host's file, so the two differ
-    proc = run(lab_inventory, lab_host, tmp_path / "runs",
+    proc = remediate(lab_inventory, lab_host.name, tmp_path / "runs",
                {"scapforge_datastream_src": str(changed), "scapforge_rules": ["accounts_umask_etc_login_defs"]}, "--check")
     assert proc.returncode != 0
     summary = json.loads((tmp_path / "runs" / "latest" / "summary.json").read_text())
@@ -62,16 +51,13 @@ def test_controller_content_that_differs_from_the_hosts_is_refused(lab, lab_host
     assert login_defs() == before
 
 
-def test_unreachable_host_is_listed_without_report(lab_host, lab_inventory, tmp_path):
+def test_unreachable_host_is_listed_without_report(lab_host, lab_inventory, tmp_path, remediate):
     inventory = tmp_path / "inv.yml"
     inventory.write_text(lab_inventory.read_text().replace(
         # loopback, a port nothing listens on: unreachable without sending anything off this machine
         "      hosts:\n", "      hosts:\n        ghost:\n          ansible_host: 127.0.0.1\n          ansible_port: 9\n", 1))
-    proc = subprocess.run(
-        ["ansible-playbook", "playbooks/remediate.yml", "-i", str(inventory), "-l", "ghost,%s" % lab_host.name,
-         "-e", json.dumps({"scapforge_runs_dir": str(tmp_path / "runs"), "scapforge_rules": ["file_permissions_etc_passwd"]})],
-        cwd=REPO, capture_output=True, text=True, timeout=600,
-    )
+    proc = remediate(inventory, "ghost,%s" % lab_host.name, tmp_path / "runs",
+                     {"scapforge_rules": ["file_permissions_etc_passwd"]})
     assert proc.returncode != 0
     summary = json.loads((tmp_path / "runs" / "latest" / "summary.json").read_text())
     assert summary["without_report"] == ["ghost"]

@@ -9,20 +9,7 @@ host must stop with reason ``unhealthy`` instead of going on. The lab host is re
 from __future__ import annotations
 
 import json
-import subprocess
-from pathlib import Path
-
-REPO = Path(__file__).resolve().parents[2]
 FILES = ("/etc/login.defs", "/etc/ssh/sshd_config", "/etc/sudoers", "/etc/sudoers.d/scapforge")
-
-
-def playbook(inventory, host, runs_dir, extra, *flags):
-    extra = dict(extra, scapforge_runs_dir=str(runs_dir))
-    return subprocess.run(
-        ["ansible-playbook", "playbooks/remediate.yml", "-i", str(inventory), "-l", host.name,
-         "-e", json.dumps(extra), *flags],
-        cwd=REPO, capture_output=True, text=True, timeout=900,
-    )
 
 
 def digests(host):
@@ -34,11 +21,11 @@ def summary_of(runs_dir, host):
     return json.loads((runs_dir / "latest" / "summary.json").read_text())["hosts"][host.name]
 
 
-def test_check_mode_plans_and_changes_nothing(lab, lab_host, lab_inventory, tmp_path):
+def test_check_mode_plans_and_changes_nothing(lab, lab_host, lab_inventory, tmp_path, remediate):
     host = lab.reset([lab_host.name])[0]
     before = digests(host)
     rules = ["accounts_umask_etc_login_defs", "sshd_disable_root_login", "sudo_add_noexec"]
-    proc = playbook(lab_inventory, host, tmp_path, {"scapforge_rules": rules}, "--check")
+    proc = remediate(lab_inventory, host.name, tmp_path, {"scapforge_rules": rules}, "--check")
     assert proc.returncode == 0, proc.stdout[-4000:]
     report = summary_of(tmp_path, host)
     assert report["check_mode"] is True
@@ -50,12 +37,12 @@ def test_check_mode_plans_and_changes_nothing(lab, lab_host, lab_inventory, tmp_
     assert digests(host) == before
 
 
-def test_fix_that_removes_the_controllers_sudo_stops_the_host(lab, lab_host, lab_inventory, tmp_path):
+def test_fix_that_removes_the_controllers_sudo_stops_the_host(lab, lab_host, lab_inventory, tmp_path, remediate):
     host = lab.reset([lab_host.name])[0]
     try:
         rules = ["sudo_remove_nopasswd", "accounts_umask_etc_login_defs", "accounts_umask_etc_profile"]
         extra = {"scapforge_rules": rules, "scapforge_allow_access_impacting": ["sudo_remove_nopasswd"]}
-        proc = playbook(lab_inventory, host, tmp_path, extra)
+        proc = remediate(lab_inventory, host.name, tmp_path, extra)
         # the host is reported failed, with the reason, and the run still writes its summary
         assert proc.returncode != 0
         assert "host stopped" in proc.stdout

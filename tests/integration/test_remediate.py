@@ -12,13 +12,11 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import subprocess
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
 DS = "/usr/share/xml/scap/ssg/content/ssg-debian12-ds.xml"
 PREFIX = "xccdf_org.ssgproject.content_rule_"
 PROFILE = "xccdf_org.ssgproject.content_profile_anssi_bp28_high"
@@ -79,14 +77,8 @@ def _sh_quote(text: str) -> str:
     return "'" + text.replace("'", "'\"'\"'") + "'"
 
 
-def run_playbook(inventory: Path, host, runs_dir: Path, extra: dict | None = None) -> dict:
-    extra_vars = {"scapforge_rules": RULES, "scapforge_runs_dir": str(runs_dir)}
-    extra_vars.update(extra or {})
-    proc = subprocess.run(
-        ["ansible-playbook", "playbooks/remediate.yml", "-i", str(inventory), "-l", host.name,
-         "-e", json.dumps(extra_vars)],
-        cwd=REPO, capture_output=True, text=True, timeout=1200,
-    )
+def run_playbook(remediate, inventory: Path, host, runs_dir: Path) -> dict:
+    proc = remediate(inventory, host.name, runs_dir, {"scapforge_rules": RULES})
     assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-3000:]
     summary = json.loads((runs_dir / "latest" / "summary.json").read_text())
     return summary
@@ -97,7 +89,7 @@ def file_digest(host, path: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def first_run(lab, lab_host, lab_inventory, tmp_path_factory):
+def first_run(lab, lab_host, lab_inventory, tmp_path_factory, remediate):
     host = lab.reset([lab_host.name])[0]
     # case sshd-match-block: the stock file with its sftp Subsystem moved to internal-sftp,
     # then a Match block at its end (a second Subsystem line would make `sshd -t` fail)
@@ -108,10 +100,10 @@ def first_run(lab, lab_host, lab_inventory, tmp_path_factory):
     assert host.ssh("grep -c '^UMASK' /etc/login.defs").stdout.strip() == "1"
     before = own_oscap(host)
     runs = tmp_path_factory.mktemp("runs")
-    summary = run_playbook(lab_inventory, host, runs)
+    summary = run_playbook(remediate, lab_inventory, host, runs)
     after = own_oscap(host)
     return {"host": host, "before": before, "after": after, "summary": summary, "runs": runs,
-            "inventory": lab_inventory}
+            "inventory": lab_inventory, "remediate": remediate}
 
 
 def host_report(run):
@@ -207,7 +199,7 @@ def test_second_run_changes_nothing_for_remediated_rules(first_run, tmp_path):
     remediated = {r for r, o in host_report(first_run)["rules"].items() if o["outcome"] == "remediated"}
     files = ("/etc/login.defs", "/etc/ssh/sshd_config", "/etc/profile", "/etc/sudoers")
     digests = {f: file_digest(host, f) for f in files}
-    summary = run_playbook(first_run["inventory"], host, tmp_path)
+    summary = run_playbook(first_run["remediate"], first_run["inventory"], host, tmp_path)
     second = summary["hosts"][host.name]
     assert remediated and not (remediated & set(second["rules"])), second["rules"].keys()
     assert {f: file_digest(host, f) for f in files} == digests

@@ -5,9 +5,7 @@ ssg-debian12-ds.xml in a plain chroot of the lab's Debian 12 root (see README.md
 """
 
 import importlib.util
-import os
 import signal
-import sys
 from pathlib import Path
 
 import pytest
