@@ -14,11 +14,8 @@ from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.events import utc_now
-from ansible_collections.scapforge.remediation.plugins.plugin_utils.loop import (
-    LoopError,
-    LoopOptions,
-    RemediationLoop,
-)
+from ansible_collections.scapforge.remediation.plugins.plugin_utils.host_setup import LoopError
+from ansible_collections.scapforge.remediation.plugins.plugin_utils.loop import LoopOptions, RemediationLoop
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.summary import error_report, write_host_report
 
 ARGUMENT_SPEC = {

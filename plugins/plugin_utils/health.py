@@ -5,9 +5,11 @@ not the multiplexed one the run holds open, because an sshd or PAM change only s
 new login; and the configured become (``sudo -n true`` for sudo without a password), because
 a sudoers change only shows on a new escalation. The run's own connection stays open.
 
-Limit: sshd reads its configuration when it starts or reloads, and the content's sshd fixes
-do not reload it; a new login tests the running sshd, so an sshd_config that would refuse
-the controller only shows at the next reload (``sshd -t`` in the fixes checks its syntax).
+sshd reads its configuration only when it starts or reloads, and the content's sshd fixes
+do not reload it: a new login tests the running sshd, not the new file. After a change to
+sshd's configuration, ``check_sshd_config`` therefore starts a short-lived second sshd with
+the new file on a spare port and logs in to it afresh (case sshd-match-override's cousin: a
+PubkeyAuthentication no that would lock the controller out at the next reload).
 """
 
 from __future__ import annotations
@@ -82,17 +84,25 @@ def fresh_connection(action):
     return conn
 
 
-def check_host(action) -> HealthReport:
+#: Port of the throw-away sshd that proves a new sshd_config still lets the controller in.
+CHECK_SSHD_PORT = 2299
+#: stderr of ssh that means "nothing answered", not "refused the controller".
+_UNREACHABLE = ("Connection refused", "Connection timed out", "No route to host", "Network is unreachable")
+
+
+def check_host(action, port: int | None = None) -> HealthReport:
     """Log in afresh and run ``true`` through the configured become; never raises.
 
-    Without become configured the login alone is checked. Source: the lock-out cases in
-    shared/cases/cases.yml (sudo-nopasswd-lockout, sudo-noexec-breaks-become).
+    Without become configured the login alone is checked. ``port`` overrides the
+    connection's port (the check sshd). Source: the lock-out cases in shared/cases/cases.yml
+    (sudo-nopasswd-lockout, sudo-noexec-breaks-become).
     """
-
     started = time.monotonic()
     conn = None
     try:
         conn = fresh_connection(action)
+        if port is not None:
+            conn.set_option("port", port)
         command = "true"
         if conn.become is not None:
             command = conn.become.build_become_command("true", conn._shell)
@@ -109,3 +119,44 @@ def check_host(action) -> HealthReport:
                 conn.close()
             except Exception:
                 pass
+
+
+def check_sshd_config(action, port: int = CHECK_SSHD_PORT) -> HealthReport:
+    """Prove the host's NEW sshd configuration still lets the controller in; never raises.
+
+    On the run's own connection (with become): ``sshd -t``, then a second sshd in the
+    foreground on ``port`` with the new file (its own pid file; ``timeout`` ends it after 60 s
+    whatever happens), a fresh login with become to that port, and the check sshd is stopped.
+    Only for the ssh connection plugin. If nothing answers on the port (a firewall), the
+    report is healthy with a detail saying the file was only syntax-checked.
+    """
+    started = time.monotonic()
+    if action._connection._load_name not in ("ssh", "ansible.builtin.ssh"):
+        return HealthReport(True, "not an ssh connection: sshd configuration not checked", 0.0)
+    start = (
+        "/usr/sbin/sshd -t || exit 97; "
+        "timeout 60 /usr/sbin/sshd -D -p %d -o PidFile=/run/scapforge-sshd-check.pid "
+        "</dev/null >/dev/null 2>&1 & echo SSHD_PID=$!; sleep 0.5" % port
+    )
+    try:
+        res = action._low_level_execute_command(start, sudoable=True)
+    except Exception as exc:
+        return HealthReport(False, "could not start a check sshd: %s" % to_text(exc)[-400:], time.monotonic() - started)
+    out = to_text(res.get("stdout", ""))
+    if res.get("rc") == 97:
+        return HealthReport(False, "the new sshd configuration does not parse (sshd -t): %s"
+                            % to_text(res.get("stderr", "")).strip()[-400:], time.monotonic() - started)
+    pid = out.rsplit("SSHD_PID=", 1)[-1].split()[0] if "SSHD_PID=" in out else ""
+    try:
+        status = check_host(action, port=port)
+    finally:
+        if pid.isdigit():
+            try:
+                action._low_level_execute_command("kill %s 2>/dev/null; true" % pid, sudoable=True)
+            except Exception:
+                pass
+    if not status.healthy and any(marker in status.detail for marker in _UNREACHABLE):
+        return HealthReport(True, "no answer from a check sshd on port %d: the new configuration was only "
+                            "syntax-checked (sshd -t)" % port, time.monotonic() - started)
+    label = "sshd with the new configuration: " + status.detail
+    return HealthReport(status.healthy, label, time.monotonic() - started)

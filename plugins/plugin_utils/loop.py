@@ -17,43 +17,29 @@ Everything a human needs later goes to the run's ``events.jsonl`` and the host's
 
 from __future__ import annotations
 
-import base64
 import dataclasses
-import hashlib
 import os
 import time
 import typing as t
 
 import yaml
-from ansible import constants as C
 from ansible.errors import AnsibleError
-from ansible.utils.vars import combine_vars
-from ansible.vars.clean import clean_facts, namespace_facts
 
 from ansible_collections.scapforge.remediation.plugins.plugin_utils import health, outcomes, safety
-from ansible_collections.scapforge.remediation.plugins.plugin_utils.catalog import Catalog, CatalogError
+from ansible_collections.scapforge.remediation.plugins.plugin_utils.catalog import CatalogError
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.events import EventLog
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.executor import TaskListExecutor
+from ansible_collections.scapforge.remediation.plugins.plugin_utils.host_setup import (
+    LoopError,
+    load_catalog,
+    with_host_facts,
+)
+from ansible_collections.scapforge.remediation.plugins.plugin_utils.scanner import CRASH_KINDS, Scanner, counts_of
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.summary import write_host_report
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.tailoring import build_tailoring
 
-OSCAP_EVAL = "scapforge.remediation.oscap_eval"
-#: oscap_eval error kinds that mean the scanner itself died (shared/cases scanner-crash).
-CRASH_KINDS = frozenset({"scanner_crashed", "oom_killed", "timeout"})
 #: results that are reported but never become work items (DESIGN decision 3).
 NOT_WORK = ("error", "unknown", "notchecked")
-
-
-class LoopError(Exception):
-    """The run cannot start or go on for this host (bad content, unknown profile, scan failure).
-
-    ``reason`` is a short code for the task result (``content``, ``profile``, ``scan_failed``,
-    ``scanner_crash``, ``untrusted_content``); the message says what to do.
-    """
-
-    def __init__(self, reason: str, message: str) -> None:
-        super().__init__(message)
-        self.reason = reason
 
 
 @dataclasses.dataclass
@@ -85,107 +71,6 @@ class Applied:
     reboot: bool
 
 
-class Scanner:
-    """Runs ``oscap_eval`` through the action plugin; one call per scan or verify batch."""
-
-    def __init__(self, action, task_vars: dict, datastream: str, profile: str, tailoring: str | None):
-        self.action = action
-        self.task_vars = task_vars
-        self.base_args = {"datastream": datastream, "profile": profile}
-        if tailoring:
-            self.base_args["tailoring_content"] = tailoring
-
-    def scan(self, rules: t.Sequence[str] = ()) -> dict:
-        """Return oscap_eval's result dict (``rules``, ``counts``, ``missing``, ``failed``...)."""
-        args = dict(self.base_args)
-        if rules:
-            args["rules"] = list(rules)
-        return self.action._execute_module(
-            module_name=OSCAP_EVAL, module_args=args, task_vars=self.task_vars, wrap_async=False
-        )
-
-
-def load_catalog(action, task_vars: dict, opts: LoopOptions) -> tuple[Catalog, bool, str]:
-    """Parse the datastream once on the controller; return (catalog, trusted, where from).
-
-    Content read from ``datastream_src`` on the controller is trusted; content fetched from
-    the target is trusted only if its sha256 is in ``trusted_sha256`` (DESIGN decision 2).
-    Raises LoopError(``content``/``untrusted_content``) with a message naming the file.
-    """
-    if opts.datastream_src:
-        try:
-            with open(opts.datastream_src, "rb") as handle:
-                data = handle.read()
-        except OSError as exc:
-            raise LoopError("content", "cannot read datastream_src %s: %s" % (opts.datastream_src, exc)) from None
-        source, trusted = "controller:" + opts.datastream_src, True
-        host_digest = _host_sha256(action, task_vars, opts.datastream)
-        digest = hashlib.sha256(data).hexdigest()
-        if host_digest != digest:
-            raise LoopError(
-                "content_mismatch",
-                "datastream_src %s (sha256 %s) is not the host's %s (sha256 %s): the fixes would come from "
-                "other content than the scans; the role copies datastream_src over it (not in --check)"
-                % (opts.datastream_src, digest, opts.datastream, host_digest),
-            )
-    else:
-        slurped = action._execute_module(
-            module_name="ansible.builtin.slurp", module_args={"src": opts.datastream}, task_vars=task_vars
-        )
-        if slurped.get("failed"):
-            raise LoopError("content", "cannot read datastream %s on the host: %s" % (opts.datastream, slurped.get("msg")))
-        data = base64.b64decode(slurped["content"])
-        digest = hashlib.sha256(data).hexdigest()
-        trusted = digest in {d.lower() for d in opts.trusted_sha256}
-        source = "target:" + opts.datastream
-        if not trusted:
-            raise LoopError(
-                "untrusted_content",
-                "datastream %s on the host has sha256 %s, which the controller does not know; pass "
-                "datastream_src (a controller copy) or add the digest to trusted_sha256" % (opts.datastream, digest),
-            )
-    try:
-        return Catalog.from_bytes(data, source=source), trusted, source
-    except CatalogError as exc:
-        raise LoopError("content", "datastream from %s: %s" % (source, exc)) from None
-
-
-def _host_sha256(action, task_vars: dict, path: str) -> str | None:
-    """sha256 of ``path`` on the host (None if missing); raises LoopError if stat fails."""
-    result = action._execute_module(
-        module_name="ansible.builtin.stat",
-        module_args={"path": path, "checksum_algorithm": "sha256", "get_mime": False},
-        task_vars=task_vars,
-    )
-    if result.get("failed"):
-        raise LoopError("content", "cannot stat the datastream %s on the host: %s" % (path, result.get("msg")))
-    stat = result.get("stat", {})
-    return stat.get("checksum") if stat.get("exists") else None
-
-
-def with_host_facts(action, task_vars: dict) -> dict:
-    """Return task_vars with the host's facts, gathered once with ``setup`` if the play did not.
-
-    The SSG fixes read facts such as ``ansible_os_family`` and ``ansible_virtualization_type``
-    (the SSG playbooks run with gather_facts). Facts are merged as Ansible's VariableManager
-    does: under ``ansible_facts`` without the prefix, and as ``ansible_*`` variables when
-    INJECT_FACTS_AS_VARS is on. Raises LoopError(``facts``) if setup fails.
-    """
-    if task_vars.get("ansible_facts", {}).get("os_family"):
-        return task_vars
-    result = action._execute_module(
-        module_name="ansible.builtin.setup", module_args={}, task_vars=task_vars
-    )
-    if result.get("failed"):
-        raise LoopError("facts", "gathering facts failed: %s" % result.get("msg"))
-    facts = result.get("ansible_facts", {})
-    merged = dict(task_vars)
-    merged["ansible_facts"] = combine_vars(task_vars.get("ansible_facts", {}), namespace_facts(facts)["ansible_facts"])
-    if C.INJECT_FACTS_AS_VARS:
-        merged.update(clean_facts(facts))
-    return merged
-
-
 def task_names(tasks: list) -> list[str]:
     """Names of the tasks of a fix, blocks flattened (unnamed tasks are shown by their keys)."""
     names: list[str] = []
@@ -197,15 +82,6 @@ def task_names(tasks: list) -> list[str]:
         else:
             names.append(str(task.get("name") or ", ".join(k for k in task if k not in ("when", "tags"))))
     return names
-
-
-def counts_of(results: dict) -> dict:
-    """Counts by result value of a ``{rule: result}`` map (notselected excluded)."""
-    counts: dict[str, int] = {}
-    for value in results.values():
-        if value != "notselected":
-            counts[value] = counts.get(value, 0) + 1
-    return dict(sorted(counts.items()))
 
 
 class RemediationLoop:
@@ -233,7 +109,9 @@ class RemediationLoop:
         return user or self.task_vars.get("ansible_user") or self.action._play_context.remote_user
 
     def _prepare(self) -> None:
-        self.catalog, self.trusted, source = load_catalog(self.action, self.task_vars, self.opts)
+        self.catalog, self.trusted, source = load_catalog(
+            self.action, self.task_vars, self.opts.datastream, self.opts.datastream_src, self.opts.trusted_sha256
+        )
         self.task_vars = with_host_facts(self.action, self.task_vars)
         try:
             self.profile = self.catalog.profile(self.opts.profile)
@@ -358,6 +236,8 @@ class RemediationLoop:
             return self._finish(rule_id, "fix_refused", attempts=1, detail=report.refused[:500])
         if self.opts.health_check:
             status = health.check_host(self.action)
+            if status.healthy and report.changed and rule.category == "ssh":
+                status = health.check_sshd_config(self.action)
             self.events.emit("health", rule=short, attempt=1, **status.to_dict())
             if not status.healthy:
                 self.stopped = "stopped after %s: %s" % (short, status.detail)

@@ -1,0 +1,113 @@
+"""What the loop needs from the host before it starts: trusted content and the host's facts.
+
+Raises ``LoopError`` (a reason code and a message for the user) when the run cannot start.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import typing as t
+
+from ansible import constants as C
+from ansible.utils.vars import combine_vars
+from ansible.vars.clean import clean_facts, namespace_facts
+
+from ansible_collections.scapforge.remediation.plugins.plugin_utils.catalog import Catalog, CatalogError
+
+
+class LoopError(Exception):
+    """The run cannot start or go on for this host (bad content, unknown profile, scan failure).
+
+    ``reason`` is a short code for the task result and the host's error report: ``content``,
+    ``content_mismatch``, ``untrusted_content``, ``profile``, ``rule``, ``facts``,
+    ``unhealthy_before``, ``scan_failed``, ``scanner_crash``; the message says what to do.
+    """
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+def load_catalog(action, task_vars: dict, datastream: str, datastream_src: str | None,
+                 trusted_sha256: t.Iterable[str]) -> tuple[Catalog, bool, str]:
+    """Parse the datastream once on the controller; return (catalog, trusted, where from).
+
+    Content read from ``datastream_src`` on the controller is trusted; content fetched from
+    the target is trusted only if its sha256 is in ``trusted_sha256`` (DESIGN decision 2).
+    With ``datastream_src`` the host's file must have the same sha256, or the fixes would
+    come from other content than the scans. Raises LoopError (``content``,
+    ``content_mismatch``, ``untrusted_content``) with a message naming the files.
+    """
+    if datastream_src:
+        try:
+            with open(datastream_src, "rb") as handle:
+                data = handle.read()
+        except OSError as exc:
+            raise LoopError("content", "cannot read datastream_src %s: %s" % (datastream_src, exc)) from None
+        source, trusted = "controller:" + datastream_src, True
+        host_digest = _host_sha256(action, task_vars, datastream)
+        digest = hashlib.sha256(data).hexdigest()
+        if host_digest != digest:
+            raise LoopError(
+                "content_mismatch",
+                "datastream_src %s (sha256 %s) is not the host's %s (sha256 %s): the fixes would come from "
+                "other content than the scans; the role copies datastream_src over it (not in --check)"
+                % (datastream_src, digest, datastream, host_digest),
+            )
+    else:
+        slurped = action._execute_module(
+            module_name="ansible.builtin.slurp", module_args={"src": datastream}, task_vars=task_vars
+        )
+        if slurped.get("failed"):
+            raise LoopError("content", "cannot read datastream %s on the host: %s" % (datastream, slurped.get("msg")))
+        data = base64.b64decode(slurped["content"])
+        digest = hashlib.sha256(data).hexdigest()
+        trusted = digest in {d.lower() for d in trusted_sha256}
+        source = "target:" + datastream
+        if not trusted:
+            raise LoopError(
+                "untrusted_content",
+                "datastream %s on the host has sha256 %s, which the controller does not know; pass "
+                "datastream_src (a controller copy) or add the digest to trusted_sha256" % (datastream, digest),
+            )
+    try:
+        return Catalog.from_bytes(data, source=source), trusted, source
+    except CatalogError as exc:
+        raise LoopError("content", "datastream from %s: %s" % (source, exc)) from None
+
+
+def _host_sha256(action, task_vars: dict, path: str) -> str | None:
+    """sha256 of ``path`` on the host (None if missing); raises LoopError if stat fails."""
+    result = action._execute_module(
+        module_name="ansible.builtin.stat",
+        module_args={"path": path, "checksum_algorithm": "sha256", "get_mime": False},
+        task_vars=task_vars,
+    )
+    if result.get("failed"):
+        raise LoopError("content", "cannot stat the datastream %s on the host: %s" % (path, result.get("msg")))
+    stat = result.get("stat", {})
+    return stat.get("checksum") if stat.get("exists") else None
+
+
+def with_host_facts(action, task_vars: dict) -> dict:
+    """Return task_vars with the host's facts, gathered once with ``setup`` if the play did not.
+
+    The SSG fixes read facts such as ``ansible_os_family`` and ``ansible_virtualization_type``
+    (the SSG playbooks run with gather_facts). Facts are merged as Ansible's VariableManager
+    does: under ``ansible_facts`` without the prefix, and as ``ansible_*`` variables when
+    INJECT_FACTS_AS_VARS is on. Raises LoopError(``facts``) if setup fails.
+    """
+    if task_vars.get("ansible_facts", {}).get("os_family"):
+        return task_vars
+    result = action._execute_module(
+        module_name="ansible.builtin.setup", module_args={}, task_vars=task_vars
+    )
+    if result.get("failed"):
+        raise LoopError("facts", "gathering facts failed: %s" % result.get("msg"))
+    facts = result.get("ansible_facts", {})
+    merged = dict(task_vars)
+    merged["ansible_facts"] = combine_vars(task_vars.get("ansible_facts", {}), namespace_facts(facts)["ansible_facts"])
+    if C.INJECT_FACTS_AS_VARS:
+        merged.update(clean_facts(facts))
+    return merged
