@@ -85,7 +85,11 @@ def task_names(tasks: list) -> list[str]:
 
 
 class RemediationLoop:
-    """One host's run. ``run()`` returns the host report (see ``HOST_REPORT_KEYS``)."""
+    """One host's run. ``run()`` returns the host report written to ``hosts/<host>.json``:
+    host, run_id, profile, content {sha256, benchmark_version, oscap_version}, check_mode,
+    before/after counts by result (after null when the host stopped or in check mode),
+    outcomes {"outcome/reason": n}, regressions, picked_up_by_rescan, not_work_items,
+    still_failing, stopped, seconds (wall time), rules {short id: RuleOutcome dict}."""
 
     def __init__(self, action, task_vars: dict, opts: LoopOptions, check_mode: bool) -> None:
         self.action = action
