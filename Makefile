@@ -10,15 +10,18 @@ export SCAPFORGE_LAB_HOME ?= /var/lib/scapforge-lab
 LAB_HOSTS ?= 1
 PROFILE ?= xccdf_org.ssgproject.content_profile_anssi_bp28_high
 
-.PHONY: deps venv lab lab-down demo test unit integration lint clean
+.PHONY: deps venv lab lab-build lab-down demo test unit integration lint clean
 
-# Debian packages the controller needs for the lab (debootstrap, systemd-nspawn, tinyproxy).
+# Debian packages the controller needs: Python's venv, and for the lab debootstrap,
+# systemd-nspawn, tinyproxy, ssh, curl and ip.
 deps:
-	@need=""; for c in debootstrap:debootstrap systemd-nspawn:systemd-container tinyproxy:tinyproxy ssh:openssh-client ssh-keygen:openssh-client curl:curl ip:iproute2; do \
+	@need=""; for c in python3:python3 debootstrap:debootstrap systemd-nspawn:systemd-container tinyproxy:tinyproxy \
+	  ssh:openssh-client ssh-keygen:openssh-client curl:curl ip:iproute2 dpkg-deb:dpkg; do \
 	  command -v $${c%%:*} >/dev/null 2>&1 || need="$$need $${c##*:}"; done; \
+	$(PYTHON) -c 'import ensurepip, venv' >/dev/null 2>&1 || need="$$need python3-venv"; \
 	if [ -n "$$need" ]; then apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $$need; fi
 
-$(VENV)/.installed: requirements.txt requirements-test.txt
+$(VENV)/.installed: requirements.txt requirements-test.txt | deps
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -r requirements-test.txt
@@ -26,7 +29,11 @@ $(VENV)/.installed: requirements.txt requirements-test.txt
 
 venv: $(VENV)/.installed
 
-lab: deps venv
+# The cached lab root and the pinned SCAP content (the catalog's unit tests read it too).
+lab-build: deps venv
+	$(PY) lab/lab.py build
+
+lab: lab-build
 	$(PY) lab/lab.py up --hosts $(LAB_HOSTS)
 
 lab-down: venv
@@ -36,16 +43,16 @@ demo: lab
 	ansible-playbook playbooks/remediate.yml -i inventory/lab.yml -e scapforge_profile=$(PROFILE); rc=$$?; \
 	$(PY) tools/print_summary.py playbooks/scapforge-runs/latest; exit $$rc
 
-unit: venv
+unit: lab-build
 	$(PY) -m pytest -q tests/unit
 
-integration: deps venv
+integration: lab-build
 	$(PY) -m pytest -q tests/integration
 
 lint: venv
 	ansible-lint
 
-test: deps venv lint
+test: lab-build lint
 	$(PY) -m pytest -q tests/unit tests/integration
 
 clean: lab-down

@@ -67,12 +67,16 @@ class ActionModule(ActionBase):
         try:
             report = loop.run()
         except LoopError as exc:
-            host = task_vars.get("inventory_hostname", "localhost")
-            write_host_report(run_dir, host, error_report(host, run_id, exc.reason, str(exc)))
-            loop.events.emit("run_error", reason=exc.reason, msg=str(exc))
+            self._write_error(loop, run_dir, run_id, task_vars, exc.reason, str(exc))
             raise AnsibleActionFail("%s (reason: %s)" % (exc, exc.reason), result={"reason": exc.reason})
+        except Exception as exc:  # a bug or an unexpected host answer: keep what was done, then fail
+            self._write_error(loop, run_dir, run_id, task_vars, "internal", "%s: %s" % (type(exc).__name__, exc))
+            raise
         finally:
-            self._remove_tmp_path(self._connection._shell.tmpdir)
+            try:
+                self._remove_tmp_path(self._connection._shell.tmpdir)
+            except Exception:  # a dead connection must not hide the run's own result
+                pass
 
         result.update(
             changed=loop.changed,
@@ -89,3 +93,13 @@ class ActionModule(ActionBase):
             result["failed"] = True
             result["msg"] = "host stopped: %s" % report["stopped"]
         return result
+
+    @staticmethod
+    def _write_error(loop, run_dir, run_id, task_vars, reason, message):
+        """The host's report and a run_error event for a run that could not start or go on,
+        with the outcomes of the rules worked so far (nothing done is lost)."""
+        host = task_vars.get("inventory_hostname", "localhost")
+        report = error_report(host, run_id, reason, message)
+        report["rules"] = {r: o.to_dict() for r, o in sorted(loop.outcomes.items())}
+        write_host_report(run_dir, host, report)
+        loop.events.emit("run_error", reason=reason, msg=message, rules_done=len(loop.outcomes))

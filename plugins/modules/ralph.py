@@ -25,9 +25,10 @@ description:
   - A rescan after the loop picks up rules that became applicable (for example once a
     package was installed) and works them too. The final scan gives the C(after) counts.
   - Writes C(events.jsonl) and C(hosts/<host>.json) under O(run_dir).
-  - The datastream is parsed once on the controller. Its fixes are rendered as templates only
-    when it is trusted, that is read from O(datastream_src) on the controller or fetched from
-    the host with a sha256 listed in O(trusted_sha256).
+  - The datastream is parsed once on the controller. Its fixes run (rendered as templates)
+    only when it is trusted, that is read from O(datastream_src) on the controller (the host's
+    file must then have the same sha256) or fetched from the host with a sha256 listed in
+    O(trusted_sha256); other content is refused with reason C(untrusted_content).
 author:
   - scapforge maintainers
 options:
@@ -126,7 +127,7 @@ EXAMPLES = r"""
 RETURN = r"""
 before:
   description: Rule counts by result at baseline (notselected excluded).
-  returned: always
+  returned: success
   type: dict
   sample: {"pass": 109, "fail": 165, "notapplicable": 116}
 after:
@@ -152,8 +153,15 @@ picked_up_by_rescan:
   type: list
   elements: str
 stopped:
-  description: Why the host was stopped (failed health check), or null.
+  description: Why the host was stopped (failed health check, lost connection, failed scan after changes), or null.
   returned: always
+  type: str
+reason:
+  description:
+    - When the run could not start or go on, its reason code - C(content), C(content_mismatch),
+      C(untrusted_content), C(profile), C(rule), C(facts), C(unhealthy_before), C(scan_failed),
+      C(scanner_crash) - with C(msg); the host's report then carries the same under C(error).
+  returned: failure
   type: str
 report:
   description: Controller path of this host's full JSON report (per-rule outcome, reason, attempts, modules).

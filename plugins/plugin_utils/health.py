@@ -103,6 +103,11 @@ def check_host(action, port: int | None = None) -> HealthReport:
         conn = fresh_connection(action)
         if port is not None:
             conn.set_option("port", port)
+            if conn._load_name in ("ssh", "ansible.builtin.ssh"):
+                # the check sshd serves the same host keys: look them up under the host's
+                # own known_hosts entry, not "[host]:port" (host_key_checking stays on)
+                alias = "-o HostKeyAlias=%s" % shlex.quote(str(conn.get_option("host")))
+                conn.set_option("ssh_args", "%s %s" % (conn.get_option("ssh_args"), alias))
         command = "true"
         if conn.become is not None:
             command = conn.become.build_become_command("true", conn._shell)
@@ -135,9 +140,11 @@ def check_sshd_config(action, port: int = CHECK_SSHD_PORT) -> HealthReport:
         return HealthReport(True, "not an ssh connection: sshd configuration not checked", 0.0)
     start = (
         "/usr/sbin/sshd -t || exit 97; "
-        "timeout 60 /usr/sbin/sshd -D -p %d -o PidFile=/run/scapforge-sshd-check.pid "
-        "</dev/null >/dev/null 2>&1 & echo SSHD_PID=$!; sleep 0.5" % port
-    )
+        "timeout 60 /usr/sbin/sshd -D -p {port} -o PidFile=/run/scapforge-sshd-check.pid "
+        "</dev/null >/dev/null 2>&1 & pid=$!; echo SSHD_PID=$pid; i=0; "
+        "while [ $i -lt 50 ]; do kill -0 $pid 2>/dev/null || exit 98; "
+        "ss -ltn 2>/dev/null | grep -q ':{port} ' && exit 0; sleep 0.1; i=$((i+1)); done; exit 99"
+    ).format(port=port)
     try:
         res = action._low_level_execute_command(start, sudoable=True)
     except Exception as exc:
@@ -147,16 +154,26 @@ def check_sshd_config(action, port: int = CHECK_SSHD_PORT) -> HealthReport:
         return HealthReport(False, "the new sshd configuration does not parse (sshd -t): %s"
                             % to_text(res.get("stderr", "")).strip()[-400:], time.monotonic() - started)
     pid = out.rsplit("SSHD_PID=", 1)[-1].split()[0] if "SSHD_PID=" in out else ""
+    if res.get("rc") in (98, 99):  # it died at start (port taken?) or never listened: no proof either way
+        _kill(action, pid)
+        return HealthReport(True, "the check sshd on port %d did not start listening (rc %s): the new "
+                            "configuration was only syntax-checked (sshd -t)" % (port, res.get("rc")),
+                            time.monotonic() - started)
     try:
         status = check_host(action, port=port)
     finally:
-        if pid.isdigit():
-            try:
-                action._low_level_execute_command("kill %s 2>/dev/null; true" % pid, sudoable=True)
-            except Exception:
-                pass
+        _kill(action, pid)
     if not status.healthy and any(marker in status.detail for marker in _UNREACHABLE):
         return HealthReport(True, "no answer from a check sshd on port %d: the new configuration was only "
                             "syntax-checked (sshd -t)" % port, time.monotonic() - started)
     label = "sshd with the new configuration: " + status.detail
     return HealthReport(status.healthy, label, time.monotonic() - started)
+
+
+def _kill(action, pid: str) -> None:
+    """Stop the check sshd (``timeout`` ends it anyway within 60 s); never raises."""
+    if pid.isdigit():
+        try:
+            action._low_level_execute_command("kill %s 2>/dev/null; true" % pid, sudoable=True)
+        except Exception:
+            pass

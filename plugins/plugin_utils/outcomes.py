@@ -2,7 +2,7 @@
 
 Every rule that failed at baseline ends a run with exactly one ``Outcome`` carrying one
 reason code from ``REASONS``. Reports, events and the memory store use these strings;
-adding a reason means adding it here, with its meaning, and nowhere else.
+adding a reason means adding it here, with its meaning, and to README.md's table.
 """
 
 from __future__ import annotations
@@ -19,20 +19,22 @@ OUTCOMES = (REMEDIATED, ESCALATED, SKIPPED, DEFERRED)
 
 #: reason code -> (outcome it belongs to, what it means). ``environment:<kind>`` codes are
 #: open-ended in their kind and belong to ``escalated`` (see ``environment_reason``).
+#: README.md's table shows the same list (tests/unit/test_outcomes_safety.py compares them).
 REASONS: dict[str, tuple[str, str]] = {
     "verified": (REMEDIATED, "the fix ran and OpenSCAP now reports pass for the rule"),
     "no_fix": (ESCALATED, "the content has no Ansible fix for the rule and no LLM is configured"),
     "fix_refused": (ESCALATED, "the gate refused the fix before anything ran (unsupported keyword or module)"),
     "fix_failed": (ESCALATED, "a task of the fix failed on the host"),
     "fix_ineffective": (ESCALATED, "the fix ran without error but OpenSCAP still reports fail"),
-    "verify_error": (ESCALATED, "after the fix OpenSCAP reports error/unknown for the rule, not pass"),
+    "verify_error": (ESCALATED, "after the fix OpenSCAP gives the rule no pass or fail (error, unknown, "
+                                "notapplicable, no result), or the verification scan itself failed"),
     "scanner_crash": (ESCALATED, "oscap crashed or was killed while verifying the rule"),
-    "unhealthy": (ESCALATED, "after the fix a fresh connection with privilege escalation failed; the host was stopped"),
+    "unhealthy": (ESCALATED, "after the fix a fresh login with privilege escalation failed (or the connection "
+                             "was lost during it); the host was stopped"),
     "regressed": (ESCALATED, "the rule passed after its fix but fails in the final scan (another fix undid it)"),
-    "llm_unavailable": (ESCALATED, "the rule needs a model-written fix and no LLM endpoint is configured"),
     "access_impacting": (SKIPPED, "the fix can cut the controller off (sudo, sshd access, root login); opt in to run it"),
     "waived": (SKIPPED, "the user listed the rule in scapforge_skip_rules"),
-    "host_stopped": (SKIPPED, "not attempted: the host was stopped earlier in the run (see the rule with reason unhealthy)"),
+    "host_stopped": (SKIPPED, "not attempted: the host was stopped earlier in the run (the report's stopped says why)"),
     "check_mode": (SKIPPED, "check mode: the fix was planned, not applied"),
     "budget": (SKIPPED, "not attempted: the run's time budget was spent"),
     "reboot_required": (DEFERRED, "the fix is applied and its metadata says reboot; the rule still fails until a reboot"),

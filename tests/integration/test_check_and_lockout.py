@@ -83,3 +83,24 @@ def test_sshd_change_that_would_lock_out_at_the_next_reload_is_caught(lab, lab_h
         assert host.ssh("sudo -n true", check=False).returncode == 0
     finally:
         lab.reset([lab_host.name])
+
+
+def test_sshd_check_works_with_host_key_checking_on(lab, lab_host, lab_inventory, tmp_path, remediate):
+    # Ansible's default: known host keys only. The check sshd on another port serves the same
+    # keys, which must be found under the host's own known_hosts entry.
+    import subprocess
+
+    host = lab.reset([lab_host.name])[0]
+    known = tmp_path / "known_hosts"
+    scan = subprocess.run(["ssh-keyscan", "-T", "5", host.address], capture_output=True, text=True, timeout=30)
+    known.write_text(scan.stdout)
+    assert host.address in known.read_text()
+    extra = {"scapforge_rules": ["sshd_disable_root_login"], "ansible_host_key_checking": True,
+             "ansible_ssh_common_args": "-o StrictHostKeyChecking=yes -o UserKnownHostsFile=%s" % known}
+    proc = remediate(lab_inventory, host.name, tmp_path / "runs", extra)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    outcome = summary_of(tmp_path / "runs", host)["rules"]["sshd_disable_root_login"]
+    assert (outcome["outcome"], outcome["reason"]) == ("remediated", "verified"), outcome
+    events = [json.loads(x) for x in (tmp_path / "runs" / "latest" / "events.jsonl").read_text().splitlines()]
+    health = [e["data"]["detail"] for e in events if e["event"] == "health"]
+    assert health == ["sshd with the new configuration: fresh login and sudo ok"]

@@ -56,3 +56,14 @@ def test_unfixable_and_environment_kinds():
     assert safety.environment_kind(msg) == "sshd_privsep_dir_missing"
     assert safety.environment_kind("sysctl: setting key \"kernel.x\": Read-only file system") == "read_only_filesystem"
     assert safety.environment_kind("Illegal option -o pipefail") is None
+
+
+def test_readme_table_lists_exactly_the_reason_codes():
+    import os
+    import re
+
+    readme = open(os.path.join(os.path.dirname(__file__), "..", "..", "README.md"), encoding="utf-8").read()
+    rows = re.findall(r"^\| (remediated|escalated|skipped|deferred) \| ([a-z_:&;<>]+) \|", readme, re.M)
+    table = {reason: outcome for outcome, reason in rows if not reason.startswith("environment:")}
+    assert table == {reason: outcome for reason, (outcome, _meaning) in outcomes.REASONS.items()}
+    assert any(reason.startswith("environment:") for _outcome, reason in rows)
