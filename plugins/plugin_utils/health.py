@@ -66,6 +66,11 @@ class HealthReport:
         return {"healthy": self.healthy, "detail": self.detail, "seconds": round(self.seconds, 2)}
 
 
+def _is_ssh(conn) -> bool:
+    """True for Ansible's OpenSSH connection plugin, whose options these checks rewrite."""
+    return conn._load_name in ("ssh", "ansible.builtin.ssh")
+
+
 def fresh_connection(action):
     """A new connection plugin instance with the options of ``action``'s connection.
 
@@ -77,7 +82,7 @@ def fresh_connection(action):
     loader = action._shared_loader_obj.connection_loader
     conn = loader.get(current._load_name, action._play_context, None)
     conn._options = dict(current._options)  # already resolved for this host by TaskExecutor
-    if current._load_name in ("ssh", "ansible.builtin.ssh"):
+    if _is_ssh(current):
         conn.set_option("ssh_args", fresh_ssh_args(current.get_option("ssh_args")))
     conn.set_become_plugin(current.become)
     conn._shell = current._shell
@@ -103,7 +108,7 @@ def check_host(action, port: int | None = None) -> HealthReport:
         conn = fresh_connection(action)
         if port is not None:
             conn.set_option("port", port)
-            if conn._load_name in ("ssh", "ansible.builtin.ssh"):
+            if _is_ssh(conn):
                 # the check sshd serves the same host keys: look them up under the host's
                 # own known_hosts entry, not "[host]:port" (host_key_checking stays on)
                 alias = "-o HostKeyAlias=%s" % shlex.quote(str(conn.get_option("host")))
@@ -136,7 +141,7 @@ def check_sshd_config(action, port: int = CHECK_SSHD_PORT) -> HealthReport:
     report is healthy with a detail saying the file was only syntax-checked.
     """
     started = time.monotonic()
-    if action._connection._load_name not in ("ssh", "ansible.builtin.ssh"):
+    if not _is_ssh(action._connection):
         return HealthReport(True, "not an ssh connection: sshd configuration not checked", 0.0)
     start = (
         "/usr/sbin/sshd -t || exit 97; "

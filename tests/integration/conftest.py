@@ -11,8 +11,10 @@ The lab needs root and the Debian packages of ``make deps``; without them these 
 fail with the reason rather than skip.
 """
 
+import json
 import os
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -63,9 +65,6 @@ def run_remediate(inventory, limit, runs_dir, extra=None, *flags):
     ``limit`` is the -l pattern, ``runs_dir`` becomes scapforge_runs_dir, ``extra`` more
     extra vars (JSON), ``flags`` more ansible-playbook arguments such as --check.
     """
-    import json
-    import subprocess
-
     extra_vars = dict(extra or {}, scapforge_runs_dir=str(runs_dir))
     return subprocess.run(
         ["ansible-playbook", "playbooks/remediate.yml", "-i", str(inventory), "-l", limit,

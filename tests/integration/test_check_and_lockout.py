@@ -9,6 +9,7 @@ host must stop with reason ``unhealthy`` instead of going on. The lab host is re
 from __future__ import annotations
 
 import json
+import subprocess
 FILES = ("/etc/login.defs", "/etc/ssh/sshd_config", "/etc/sudoers", "/etc/sudoers.d/scapforge")
 
 
@@ -88,8 +89,6 @@ def test_sshd_change_that_would_lock_out_at_the_next_reload_is_caught(lab, lab_h
 def test_sshd_check_works_with_host_key_checking_on(lab, lab_host, lab_inventory, tmp_path, remediate):
     # Ansible's default: known host keys only. The check sshd on another port serves the same
     # keys, which must be found under the host's own known_hosts entry.
-    import subprocess
-
     host = lab.reset([lab_host.name])[0]
     known = tmp_path / "known_hosts"
     scan = subprocess.run(["ssh-keyscan", "-T", "5", host.address], capture_output=True, text=True, timeout=30)
