@@ -57,3 +57,22 @@ test: lab-build lint
 
 clean: lab-down
 	rm -rf $(VENV) .pytest_cache
+
+# Opt-in, not part of `make test`: a real small model (SmolLM2-135M-Instruct, CPU, llama.cpp
+# server on 127.0.0.1:8731) writes the Worker's fixes on lab1, to prove the remediation loop
+# survives a model's nonsense (tools/llm_smoke.py; RULES="r1,r2" overrides its default rules).
+# The server lives in its own virtualenv; building llama-cpp-python takes ~6-10 min on 2 cores
+# and needs a C++ compiler and cmake.
+VENV_LLM ?= .venv-llm
+.PHONY: llm-smoke
+
+$(VENV_LLM)/.installed: tools/llm-smoke-requirements.txt | deps
+	@command -v c++ >/dev/null 2>&1 && command -v cmake >/dev/null 2>&1 || { apt-get update && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends build-essential cmake; }
+	$(PYTHON) -m venv $(VENV_LLM)
+	$(VENV_LLM)/bin/python -m pip install -q --upgrade pip
+	CMAKE_BUILD_PARALLEL_LEVEL=2 $(VENV_LLM)/bin/python -m pip install -q -r tools/llm-smoke-requirements.txt
+	touch $@
+
+llm-smoke: lab $(VENV_LLM)/.installed
+	$(PY) tools/llm_smoke.py run $(if $(RULES),--rules "$(RULES)")

@@ -10,7 +10,8 @@ Layout under the lab home (``$SCAPFORGE_LAB_HOME``, default ``/var/lib/scapforge
 
     base/rootfs/            debootstrap root + image tweaks (overlay lower layer)
     base/rootfs.json        what the root was built from (rebuild/re-tweak when it differs)
-    content/                ssg-debian_<ver>_all.deb and the verified ssg-debian12-ds.xml
+    content/                ssg-debian_<ver>_all.deb, the verified ssg-debian12-ds.xml and
+                            ssg-rhel9-ds.xml (from ssg-nondebian, whose .deb is not kept)
     keys/id_ed25519[.pub]   the controller's SSH key pair for the lab
     hosts/labN/             upper/ work/ merged/ console.log tinyproxy.conf tinyproxy.log
     state/labN.json         pid of the nspawn process, pid of its proxy, addresses
@@ -54,11 +55,21 @@ INCLUDE = ("python3", "python3-apt", "sudo", "openssh-server", "linux-base",
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
 
 SSG_VERSION = "0.1.76-1"
+SSG_POOL_URL = "http://deb.debian.org/debian/pool/main/s/scap-security-guide/"
+SSG_CONTENT_DIR = "/usr/share/xml/scap/ssg/content/"
 SSG_DEB_NAME = "ssg-debian_%s_all.deb" % SSG_VERSION
-SSG_DEB_URL = "http://deb.debian.org/debian/pool/main/s/scap-security-guide/" + SSG_DEB_NAME
+SSG_DEB_URL = SSG_POOL_URL + SSG_DEB_NAME
 DATASTREAM_NAME = "ssg-debian12-ds.xml"
-DATASTREAM_PATH = "/usr/share/xml/scap/ssg/content/" + DATASTREAM_NAME
+DATASTREAM_PATH = SSG_CONTENT_DIR + DATASTREAM_NAME
 DATASTREAM_SHA256 = "ed594d33cfd38c6bbb91f2283fee7fe436641d1176861b67a474e11bf445062c"
+# Controller-only content (the catalog's RHEL 9 tests; `-e scapforge_datastream_src=`): SSG
+# 0.1.76's RHEL 9 datastream (DISA STIG V2R3 profile with RHEL-09 STIG ids) from trixie's
+# ssg-nondebian; bookworm's 0.1.65 copy is a draft without STIG ids. Not in the base root,
+# so it is not part of _image_spec: adding or changing it never rebuilds the image.
+SSG_NONDEBIAN_DEB_NAME = "ssg-nondebian_%s_all.deb" % SSG_VERSION
+SSG_NONDEBIAN_DEB_URL = SSG_POOL_URL + SSG_NONDEBIAN_DEB_NAME
+RHEL9_DATASTREAM_NAME = "ssg-rhel9-ds.xml"
+RHEL9_DATASTREAM_SHA256 = "94c2e4baf044ffa3b4b7068b138325f704020b3e9af1a9750bbd3806f78a134e"
 
 USER = "scapforge"
 # Bump when _apply_image changes what it writes into the base root.
@@ -319,6 +330,7 @@ class Lab:
         self.rootfs_stamp = self.home / "base" / "rootfs.json"
         self.content_dir = self.home / "content"
         self.datastream = self.content_dir / DATASTREAM_NAME
+        self.rhel9_datastream = self.content_dir / RHEL9_DATASTREAM_NAME
         self.key_path = self.home / "keys" / "id_ed25519"
         self.state_dir = self.home / "state"
         self.hosts_dir = self.home / "hosts"
@@ -368,7 +380,8 @@ class Lab:
     def build(self):
         """Make the cached pieces exist; cheap when they already do (idempotent).
 
-        Steps: verified SSG datastream (download the .deb when missing), SSH key pair,
+        Steps: verified SSG datastreams (Debian 12 for the hosts, RHEL 9 for the controller's
+        tests; each .deb downloaded only when its datastream is missing), SSH key pair,
         debootstrap root (about 95 s, only when missing or built from another spec), the
         image tweaks (user, sudoers, networkd, datastream...). Returns a dict of the
         seconds each step took. Raises LabError when the base root must change while
@@ -385,28 +398,54 @@ class Lab:
         return times
 
     def _build_content(self):
-        if self.datastream.is_file() and sha256_file(self.datastream) == DATASTREAM_SHA256:
+        """The verified datastreams in the content directory: ssg-debian12-ds.xml (the .deb
+        is kept there) and ssg-rhel9-ds.xml (its 37 MB .deb is removed once unpacked)."""
+        self._fetch_datastream(SSG_DEB_URL, DATASTREAM_NAME, DATASTREAM_SHA256, keep_deb=True)
+        self._fetch_datastream(SSG_NONDEBIAN_DEB_URL, RHEL9_DATASTREAM_NAME,
+                               RHEL9_DATASTREAM_SHA256, keep_deb=False)
+
+    def _fetch_datastream(self, url, name, sha256, keep_deb):
+        """Make ``content/<name>`` exist with the pinned ``sha256`` (hex): nothing to do when
+        it already does; otherwise download the .deb at ``url`` (unless ``keep_deb`` left it
+        there from an earlier build), ``dpkg-deb -x`` it into a temporary directory and copy
+        out ``/usr/share/xml/scap/ssg/content/<name>``. Raises LabError naming the URL and the
+        pinned digest when the download fails or the file is missing or differs."""
+        target = self.content_dir / name
+        if target.is_file() and sha256_file(target) == sha256:
             return
         self.content_dir.mkdir(parents=True, exist_ok=True)
-        deb = self.content_dir / SSG_DEB_NAME
-        if not deb.is_file():
-            self.log("downloading %s" % SSG_DEB_URL)
-            tmp = deb.with_name(deb.name + ".part")
-            _run([_tool("curl"), "-fsSL", "--retry", "3", "-o", str(tmp), SSG_DEB_URL], timeout=300)
-            os.replace(str(tmp), str(deb))
+        what = "%s from %s (pinned sha256 %s)" % (name, url, sha256)
         with tempfile.TemporaryDirectory(dir=str(self.content_dir)) as tmpdir:
-            _run([_tool("dpkg-deb"), "-x", str(deb), tmpdir])
-            extracted = Path(tmpdir) / DATASTREAM_PATH.lstrip("/")
+            deb = self.content_dir / url.rsplit("/", 1)[1]
+            if not keep_deb:
+                deb = Path(tmpdir) / deb.name
+            if not deb.is_file():
+                self.log("downloading %s" % url)
+                part = deb.with_name(deb.name + ".part")
+                try:
+                    _run([_tool("curl"), "-fsSL", "--retry", "3", "-o", str(part), url], timeout=300)
+                except LabError as exc:
+                    raise LabError("cannot fetch %s: %s" % (what, exc)) from exc
+                os.replace(str(part), str(deb))
+            unpacked = Path(tmpdir) / "x"
+            again = " (delete %s to download it again)" % deb if keep_deb else ""
+            try:
+                _run([_tool("dpkg-deb"), "-x", str(deb), str(unpacked)])
+            except LabError as exc:
+                raise LabError("cannot unpack %s%s: %s" % (what, again, exc)) from exc
+            extracted = unpacked / (SSG_CONTENT_DIR + name).lstrip("/")
             if not extracted.is_file():
-                raise LabError("%s has no %s" % (deb, DATASTREAM_PATH))
+                raise LabError("%s has no %s: cannot get %s%s"
+                               % (deb.name, SSG_CONTENT_DIR + name, what, again))
             digest = sha256_file(extracted)
-            if digest != DATASTREAM_SHA256:
-                raise LabError("%s in %s has sha256 %s, expected %s: wrong or corrupt content "
-                               "(delete %s to download it again)"
-                               % (DATASTREAM_NAME, deb, digest, DATASTREAM_SHA256, deb))
-            shutil.copyfile(str(extracted), str(self.datastream) + ".part")
-            os.replace(str(self.datastream) + ".part", str(self.datastream))
-        self.log("datastream verified: %s" % self.datastream)
+            if digest != sha256:
+                raise LabError("%s in %s from %s has sha256 %s, not the pinned %s: wrong or "
+                               "corrupt content%s" % (name, deb.name, url, digest, sha256, again))
+            part = target.with_name(target.name + ".part")
+            shutil.copyfile(str(extracted), str(part))
+            os.chmod(str(part), 0o644)
+            os.replace(str(part), str(target))
+        self.log("datastream verified: %s" % target)
 
     def _build_keys(self):
         if self.key_path.is_file() and self.key_path.with_suffix(".pub").is_file():
@@ -792,6 +831,8 @@ class Lab:
             "rootfs": str(self.rootfs) if self.rootfs.is_dir() else None,
             "image": stamp.get("image"),
             "datastream": str(self.datastream) if self.datastream.is_file() else None,
+            "rhel9_datastream": (str(self.rhel9_datastream) if self.rhel9_datastream.is_file()
+                                 else None),
             "hosts": [dict(s, running=self._state_running(s),
                            proxy_running=pid_alive(s.get("proxy_pid"), ("tinyproxy",)))
                       for s in self._states()],

@@ -13,9 +13,12 @@ import uuid
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
+from ansible_collections.scapforge.remediation.plugins.plugin_utils.attempts import Budget
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.events import utc_now
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.host_setup import LoopError
+from ansible_collections.scapforge.remediation.plugins.plugin_utils.llm import LLMConfig
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.loop import LoopOptions, RemediationLoop
+from ansible_collections.scapforge.remediation.plugins.plugin_utils.prompts import PromptError, PromptSet, skill_prompts_dir
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.summary import error_report, write_host_report
 
 ARGUMENT_SPEC = {
@@ -32,6 +35,20 @@ ARGUMENT_SPEC = {
     "run_id": {"type": "str"},
     "time_budget": {"type": "float", "default": 0},
     "verify_batch": {"type": "int", "default": 8},
+    "skill": {"type": "str", "default": "anssi-debian12"},
+    "skill_description": {"type": "str", "default": ""},
+    "llm_base_url": {"type": "str"},
+    "llm_model": {"type": "str"},
+    "llm_api_key": {"type": "str", "no_log": True},
+    "llm_timeout": {"type": "float", "default": 120},
+    "llm_allow_remote": {"type": "bool", "default": False},
+    "llm_prompts": {"type": "dict", "default": {}},
+    "llm_max_attempts": {"type": "int", "default": 5},
+    "llm_max_probes": {"type": "int", "default": 6},
+    "llm_rule_seconds": {"type": "float", "default": 900},
+    "llm_rule_tokens": {"type": "int", "default": 60000},
+    "llm_run_tokens": {"type": "int", "default": 2000000},
+    "llm_review_every": {"type": "int", "default": 3},
 }
 
 
@@ -62,9 +79,19 @@ class ActionModule(ActionBase):
             run_id=run_id,
             time_budget=args["time_budget"],
             verify_batch=args["verify_batch"],
+            skill=args["skill"],
+            skill_description=args["skill_description"],
+            llm=LLMConfig.from_options(args["llm_base_url"], args["llm_model"], args["llm_api_key"],
+                                       args["llm_timeout"], args["llm_allow_remote"]),
+            budget=Budget(attempts=args["llm_max_attempts"], probes=args["llm_max_probes"],
+                          seconds=args["llm_rule_seconds"], tokens=args["llm_rule_tokens"],
+                          review_every=args["llm_review_every"]),
+            run_tokens=args["llm_run_tokens"],
         )
         loop = RemediationLoop(self, task_vars, opts, check_mode=bool(self._task.check_mode))
         try:
+            if opts.llm.configured:
+                opts.prompts = self._prompts(args["skill"], args["llm_prompts"])
             report = loop.run()
         except LoopError as exc:
             self._write_error(loop, run_dir, run_id, task_vars, exc.reason, str(exc))
@@ -93,6 +120,14 @@ class ActionModule(ActionBase):
             result["failed"] = True
             result["msg"] = "host stopped: %s" % report["stopped"]
         return result
+
+    @staticmethod
+    def _prompts(skill: str, overrides: dict) -> PromptSet:
+        """The skill's agent prompts with the inventory's overrides; LoopError(``prompts``)."""
+        try:
+            return PromptSet(skill_prompts_dir(skill), overrides)
+        except PromptError as exc:
+            raise LoopError("prompts", str(exc)) from None
 
     @staticmethod
     def _write_error(loop, run_dir, run_id, task_vars, reason, message):

@@ -88,6 +88,21 @@ options:
       - Path of the oscap executable (or of a wrapper that runs it). Default is C(oscap) found
         on E(PATH).
     type: path
+  evidence:
+    description:
+      - Also return the OVAL evidence of every rule whose result is V(fail), in RV(evidence) -
+        the OVAL definition, the tests that made it fail, what each test looked for (object,
+        state, variables) and what it found on the host (collected items).
+      - oscap then runs with C(--oval-results) and writes the OVAL results files into the
+        module's private temporary directory (removed afterwards, like the XCCDF results).
+      - With O(rules), the evidence covers the requested rules that failed; for a whole
+        profile, the first 50 failing rules (document order). Caps per rule - 8 tests, 5
+        items per test, 300 characters per value - and about 100 KB for the whole
+        RV(evidence); RV(evidence_truncated) says when a cap cut something.
+      - A missing or malformed OVAL results file never fails the scan - the rule's entry
+        then carries an C(error) (or RV(evidence_error) is set), and the results stay valid.
+    type: bool
+    default: false
 notes:
   - A scan changes nothing on the host, so check mode runs it as usual (O(results_path) and
     O(arf_path) are still written).
@@ -138,6 +153,14 @@ EXAMPLES = r"""
 - name: Fail loudly when a requested rule was not evaluated
   ansible.builtin.assert:
     that: verify.missing | length == 0
+
+- name: Verify a rule and return what its OVAL check looked for and found when it fails
+  scapforge.remediation.oscap_eval:
+    datastream: /usr/share/xml/scap/ssg/content/ssg-debian12-ds.xml
+    profile: anssi_bp28_high
+    rules: [accounts_umask_etc_login_defs]
+    evidence: true
+  register: verify
 
 - name: Evaluate a rule the profile does not select, through a tailoring file given inline
   scapforge.remediation.oscap_eval:
@@ -269,6 +292,61 @@ error_kind:
   returned: failure
   type: str
   sample: results_unwritable
+evidence:
+  description:
+    - Only with O(evidence=true). Full rule id to the OVAL evidence of that rule, for the
+      rules whose result is V(fail) (none for other results).
+    - "C(definition): the OVAL definition id (the rule-result's C(check-content-ref name));
+      C(title); C(result): the definition's OVAL result (V(false) for a failed compliance
+      check); C(truncated): a cap cut something of this rule; C(error): why no tests could
+      be read (no OVAL results file, malformed file, a check that is not OVAL)."
+    - "C(tests): the tests that made the definition fail, found by walking its criteria
+      (into C(extend_definition)) along the nodes whose result is not V(true) (V(true) for
+      a negated node), or the first tests of the tree when none is. Each test has C(id),
+      C(comment), C(type) (for example V(textfilecontent54_test)), C(result) (the test's
+      own result), C(negate), C(check), C(check_existence), C(object), C(state) (null
+      without one) and C(items)."
+    - "C(object): C(id), C(type), C(comment), C(fields) (entity name to value, for example
+      C(filepath) and C(pattern)), C(operations) (entity name to operation, where not
+      equals), C(flag) (the collected object's flag, V(complete), V(does not exist),
+      V(error)...), C(set_objects) (the objects of an object defined as a set) and
+      C(message) (oscap's messages). C(state): C(id), C(type), C(comment), C(fields),
+      C(operations)."
+    - "A field bound to an OVAL variable is a dict - C(var_ref) (the variable id), C(type),
+      C(comment), C(values) (as the results file carries them, tested_variable or
+      variable_value), C(xccdf_value) (the XCCDF Value the rule exports to it) and, for a
+      local variable, C(from) - the objects it is computed from with their items (for
+      accounts_umask_etc_login_defs, the C(/etc/login.defs) object and the line
+      C(UMASK 022) it matched) - and C(from_variables) - the external or constant
+      variables it is computed from (there, the profile's umask V(077))."
+    - "C(items): the items the test checked (at most 5) - C(id), C(status), C(fields)
+      (for example C(text) and C(subexpression) of a textfilecontent item), C(result)."
+  returned: success and O(evidence=true)
+  type: dict
+  sample: {"xccdf_org.ssgproject.content_rule_no_direct_root_logins": {
+           "definition": "oval:ssg-no_direct_root_logins:def:1",
+           "title": "Direct root Logins Not Allowed", "result": "false", "truncated": false,
+           "tests": [{"id": "oval:ssg-test_etc_securetty_exists:tst:1",
+                      "comment": "/etc/securetty file exists", "type": "textfilecontent54_test",
+                      "result": "false", "negate": false, "check": "all", "check_existence": "all_exist",
+                      "object": {"id": "oval:ssg-object_etc_securetty_exists:obj:1",
+                                 "type": "textfilecontent54_object", "comment": "/etc/securetty file exists",
+                                 "fields": {"filepath": "/etc/securetty", "pattern": "^.*$", "instance": "1"},
+                                 "operations": {"pattern": "pattern match"}, "flag": "does not exist"},
+                      "state": null, "items": []}]}}
+evidence_truncated:
+  description: A cap cut something of RV(evidence) (tests, items, values, rules left out).
+  returned: success and O(evidence=true)
+  type: bool
+evidence_omitted:
+  description: Failing rules left out of RV(evidence) by the rule or size caps.
+  returned: success and O(evidence=true) and some were left out
+  type: list
+  elements: str
+evidence_error:
+  description: Why no evidence could be read at all (for example unreadable XCCDF results); the scan results stay valid.
+  returned: success and O(evidence=true) and the evidence could not be read
+  type: str
 cmd:
   description: The oscap command line that ran.
   returned: when oscap ran
@@ -295,6 +373,11 @@ from ansible_collections.scapforge.remediation.plugins.module_utils.oscap_result
     scanner_warnings,
     stderr_tail,
     unmet_requires,
+)
+from ansible_collections.scapforge.remediation.plugins.module_utils.oval_evidence import (
+    build_evidence,
+    failing_checks,
+    needed_files,
 )
 
 
@@ -445,6 +528,31 @@ def keep_copy(src, dest, option):
         raise ScanFailed("results_unwritable", "%s %s cannot be written: %s" % (option, dest, exc))
 
 
+def read_evidence(workdir, xccdf_bytes, requested):
+    """The ``evidence*`` return keys: the OVAL evidence of the failing rules, read from the
+    ``*.result.xml`` files oscap wrote into workdir (its cwd) with ``--oval-results``.
+
+    requested: the requested full rule ids (empty: every failing rule). Never raises:
+    evidence is an aid to the caller, and a scan that finished must not fail for it.
+    """
+    try:
+        checks = failing_checks(xccdf_bytes, requested or None)
+        files = {}
+        for name in needed_files(checks):
+            path = os.path.join(workdir, name)
+            if name and os.path.isfile(path):
+                with open(path, "rb") as fh:
+                    files[name] = fh.read()
+        built = build_evidence(checks, files)
+    except Exception as exc:  # pylint: disable=broad-except
+        return {"evidence": {}, "evidence_truncated": False,
+                "evidence_error": "OVAL evidence could not be read: %s: %s" % (type(exc).__name__, exc)}
+    out = {"evidence": built["evidence"], "evidence_truncated": built["truncated"]}
+    if built["omitted"]:
+        out["evidence_omitted"] = built["omitted"]
+    return out
+
+
 def scan(module, params, result):
     """Run the scan described by params, filling result; raise ScanFailed on failure."""
     oscap = find_oscap(module, params["oscap_path"])
@@ -474,6 +582,8 @@ def scan(module, params, result):
         cmd += ["--results", results_xml]
         if params["arf_path"]:
             cmd += ["--results-arf", arf_xml]
+        if params["evidence"]:
+            cmd.append("--oval-results")
         cmd.append(datastream)
         result["cmd"] = cmd
 
@@ -531,6 +641,8 @@ def scan(module, params, result):
             result["profile"] = parsed["profile"]
         if parsed["unexpected"]:
             result["unexpected_results"] = parsed["unexpected"]
+        if params["evidence"]:
+            result.update(read_evidence(workdir, data, result["requested_rules"]))
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 
@@ -547,6 +659,7 @@ def main():
             arf_path=dict(type="path"),
             timeout=dict(type="int", default=900),
             oscap_path=dict(type="path"),
+            evidence=dict(type="bool", default=False),
         ),
         mutually_exclusive=[("tailoring_file", "tailoring_content")],
         supports_check_mode=True,

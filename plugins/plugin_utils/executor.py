@@ -57,6 +57,8 @@ class ExecutionReport:
     task_results: one dict per task reached, in order: name, module (FQCN), changed,
       failed, skipped, ignored (failed but ignore_errors), check_mode (ran as a check:
       its changed is what it would change, and does not count in ``changed``), msg (trimmed).
+    results: the raw results of the tasks reached (internal keys stripped), only when the run
+      asked for them (``keep_results``; read-only probes need what the module returned).
     """
 
     ok: bool = True
@@ -67,10 +69,13 @@ class ExecutionReport:
     unreachable: bool = False
     modules: list = dataclasses.field(default_factory=list)
     task_results: list = dataclasses.field(default_factory=list)
+    results: list = dataclasses.field(default_factory=list)
 
     def to_dict(self) -> dict:
-        """Return a plain JSON-serialisable dict with the fields above."""
-        return dataclasses.asdict(self)
+        """Return a plain JSON-serialisable dict with the fields above (``results`` left out)."""
+        data = dataclasses.asdict(self)
+        del data['results']
+        return data
 
     @classmethod
     def refusal(cls, reason: str) -> 'ExecutionReport':
@@ -122,15 +127,26 @@ class TaskListExecutor:
       _templar and _shared_loader_obj are used; its own Task is never modified).
     task_vars: the host's task vars as the action received them (facts, hostvars...).
     trusted: True only for vendor content the controller trusts (see module docstring).
+    policy: the gate's ``task_gate.GatePolicy`` for untrusted lists (connecting user, module
+      allowlist additions); None for the gate's defaults.
+    before_change: called as ``before_change(fqcn, args)`` with a task's canonical FQCN and
+      its templated arguments (one call per loop item) right before it runs for real (not in
+      check mode); it returns None to let the task run, or a reason, and then the task fails
+      with that reason and does not run. The loop uses it to checkpoint the files a task can
+      touch before they change (``plugin_utils.checkpoint``).
 
     One executor may run several lists; variables set by one run (set_fact, register,
     facts) do not leak into the next.
     """
 
-    def __init__(self, action, task_vars: dict, trusted: bool):
+    def __init__(self, action, task_vars: dict, trusted: bool, policy: t.Any = None,
+                 before_change: t.Callable[[str, dict], str | None] | None = None):
         self._action = action
         self._task_vars = task_vars or {}
         self.trusted = bool(trusted)
+        self.policy = policy
+        self._before_change = before_change
+        self._keep_results = False
         self._loader = action._loader
         self._shared = action._shared_loader_obj
         base_check = getattr(action._task, 'check_mode', False)
@@ -139,7 +155,9 @@ class TaskListExecutor:
     # ----------------------------------------------------------------- public API
     def validate(self, tasks: t.Any) -> list[str]:
         """Gate this executor's trust level applies; see :func:`task_gate.validate`. Empty list = OK."""
-        return task_gate.validate(tasks, trusted=self.trusted)
+        if self.policy is None:
+            return task_gate.validate(tasks, trusted=self.trusted)
+        return task_gate.validate(tasks, trusted=self.trusted, policy=self.policy)
 
     def run_yaml(self, text: str, variables: dict | None = None, source: str = '<task text>') -> ExecutionReport:
         """Parse YAML text with Ansible's DataLoader (trusted as template when this executor is trusted), then :meth:`run`.
@@ -152,12 +170,13 @@ class TaskListExecutor:
             return ExecutionReport.refusal(str(ex))
         return self.run(tasks, variables)
 
-    def run(self, tasks: t.Any, variables: dict | None = None) -> ExecutionReport:
+    def run(self, tasks: t.Any, variables: dict | None = None, keep_results: bool = False) -> ExecutionReport:
         """Gate, then run ``tasks`` in order on the action's host; return an ExecutionReport.
 
         tasks: list of task/block mappings (yaml.safe_load or :func:`task_gate.parse_task_text`
           output).  variables: extra variables layered over task_vars for this run only
-          (e.g. XCCDF Values).  Stops at the first failed task that does not ignore errors.
+          (e.g. XCCDF Values).  keep_results: also return each task's raw result in
+          ``report.results``.  Stops at the first failed task that does not ignore errors.
         Never raises for bad input or failing tasks (they are in the report); only
         programming errors propagate.
         """
@@ -175,6 +194,7 @@ class TaskListExecutor:
             return ExecutionReport.refusal(task_gate._error_text(ex))
 
         report = ExecutionReport()
+        self._keep_results = keep_results
         run_vars = dict(self._task_vars)
         if variables:
             run_vars.update(variables)
@@ -198,7 +218,8 @@ class TaskListExecutor:
 
     def _prepare(self, tasks: list) -> list:
         """Deep-copy tasks, drop ignored keywords, tag strings trusted (trusted lists) or tag only the
-        gate-checked conditionals trusted (untrusted lists) so Ansible will evaluate them."""
+        gate-checked expressions trusted (untrusted lists: conditionals, assert's ``that``,
+        debug's ``var``) so Ansible will evaluate them."""
         return [self._prepare_one(copy.deepcopy(ds)) for ds in tasks]
 
     def _prepare_one(self, ds: dict) -> dict:
@@ -212,6 +233,11 @@ class TaskListExecutor:
             if key in ds:
                 val = ds[key]
                 ds[key] = [_deep_trust(v) for v in val] if isinstance(val, list) else _deep_trust(val)
+        for key, args in ds.items():  # assert's that, debug's var: expressions the gate checked
+            ref = task_gate.resolve_module(key) if isinstance(key, str) and isinstance(args, dict) else None
+            for arg in task_gate.EXPRESSION_ARGS.get(ref.fqcn if ref else '', ()):
+                if arg in args:
+                    args[arg] = _deep_trust(args[arg])
         return ds
 
     # ----------------------------------------------------------------- execution
@@ -238,6 +264,8 @@ class TaskListExecutor:
         # a check-mode task's "changed" says what it would change; the host did not change
         report.changed = report.changed or (bool(result.get('changed')) and not check_mode)
         msg = _result_message(result) if (failed or skipped) else str(result.get('msg') or '')
+        if self._keep_results:
+            report.results.append(strip_internal_keys(copy.deepcopy(result)))
         report.task_results.append(dict(name=str(name), module=fqcn, changed=bool(result.get('changed')),
                                          failed=failed, skipped=skipped, ignored=ignored, check_mode=check_mode,
                                          msg=_trim(msg)))
@@ -365,6 +393,11 @@ class TaskListExecutor:
             engine = self._engine(variables)
             tmp_task.post_validate(templar=engine)
             tmp_task.check_mode = bool(tmp_task.check_mode) or self._force_check
+            if self._before_change is not None and not tmp_task.check_mode:
+                ref = task_gate.resolve_module(tmp_task.action)
+                problem = self._before_change(ref.fqcn if ref else str(tmp_task.action), dict(tmp_task.args or {}))
+                if problem:
+                    return dict(failed=True, changed=False, msg='not run: %s' % problem, _scapforge_not_run=True)
             vars_copy = dict(variables)
             started = True
             result = self._run_handler(tmp_task, vars_copy)

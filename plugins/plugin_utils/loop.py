@@ -1,16 +1,22 @@
-"""The per-host remediation loop (first version: vendor fixes, verification, outcomes).
+"""The per-host remediation loop: vendor fixes first, then the agents, every attempt undone
+when it fails.
 
 Runs inside the ``scapforge.remediation.ralph`` action plugin on the controller:
 
 1. baseline scan with ``oscap_eval`` (the profile, or the requested rules and the rules
    they require, DESIGN decision 6);
-2. every rule that fails is a work item; ``error``/``unknown``/``notchecked`` are reported,
-   never worked on (decision 3);
-3. per work item: waiver and access checks, the vendor fix from the datastream rendered with
-   the profile's XCCDF Values, executed on the action's own connection (decision 1), a
-   fresh-connection health check, re-evaluation of the rule with oscap;
+2. every rule that fails is a work item (``attempts.WorkItem``); ``error``/``unknown``/
+   ``notchecked`` are reported, never worked on (decision 3);
+3. the vendor phase: per work item, waiver and access checks, then attempt 1, the vendor fix
+   from the datastream rendered with the profile's XCCDF Values, run on the action's own
+   connection (decision 1) under a checkpoint of the files it touches, a fresh-connection
+   health check, and re-evaluation with oscap in batches (decision 15); a fix that does not
+   pass is rolled back and the restore verified;
 4. a rescan picks up rules that became applicable (a package got installed) and works them;
-5. the final scan gives the ``after`` counts and the regressions (pass before, not after).
+5. the Worker phase (``agent_loop.WorkerPhase``): what the vendor fixes left failing, and
+   the rules without one, go to the Architect, Worker and Reflector, attempt after attempt;
+   without an LLM endpoint they end with the vendor attempt's reason or ``llm_unavailable``;
+6. the final scan gives the ``after`` counts and the regressions (pass before, not after).
 
 Everything a human needs later goes to the run's ``events.jsonl`` and the host's JSON file.
 """
@@ -25,8 +31,15 @@ import typing as t
 import yaml
 from ansible.errors import AnsibleError
 
-from ansible_collections.scapforge.remediation.plugins.plugin_utils import health, outcomes, safety
+from ansible_collections.scapforge.remediation.plugins.plugin_utils import attempts as A
+from ansible_collections.scapforge.remediation.plugins.plugin_utils import health, outcomes, safety, task_gate
+from ansible_collections.scapforge.remediation.plugins.plugin_utils.agent_loop import WorkerPhase
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.catalog import CatalogError
+from ansible_collections.scapforge.remediation.plugins.plugin_utils.checkpoint import (
+    CheckpointError,
+    FilesProvider,
+    paths_touched,
+)
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.events import EventLog
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.executor import TaskListExecutor
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.host_setup import (
@@ -40,11 +53,18 @@ from ansible_collections.scapforge.remediation.plugins.plugin_utils.tailoring im
 
 #: results that are reported but never become work items (DESIGN decision 3).
 NOT_WORK = ("error", "unknown", "notchecked")
+#: where checkpoints live on the target, one directory per run.
+CHECKPOINT_ROOT = "/var/lib/scapforge/checkpoints"
 
 
 @dataclasses.dataclass
 class LoopOptions:
-    """What the user asked for; field meanings are documented in plugins/modules/ralph.py."""
+    """What the user asked for; field meanings are documented in plugins/modules/ralph.py.
+
+    llm: an ``llm.LLMConfig`` (None or not ``configured``: no Worker phase); prompts: the
+    agents' PromptSet; budget: the per-rule ``attempts.Budget``; run_tokens: the run's
+    token budget over all hosts (0: none).
+    """
 
     datastream: str
     profile: str
@@ -59,15 +79,21 @@ class LoopOptions:
     run_id: str = ""
     time_budget: float = 0.0  # seconds, 0 = no limit
     verify_batch: int = 8  # applied rules re-evaluated per oscap call
+    skill: str = "anssi-debian12"
+    skill_description: str = ""
+    llm: t.Any = None
+    prompts: t.Any = None
+    budget: A.Budget = dataclasses.field(default_factory=A.Budget)
+    run_tokens: int = 0
 
 
 @dataclasses.dataclass
 class Applied:
-    """A fix that ran and waits for verification: the rule, the executor's report, and
+    """A vendor fix that ran and waits for verification: its work item and attempt, and
     whether the fix's metadata says reboot (DESIGN decision 4)."""
 
-    rule_id: str
-    report: t.Any
+    item: A.WorkItem
+    attempt: A.Attempt
     reboot: bool
 
 
@@ -84,12 +110,17 @@ def task_names(tasks: list) -> list[str]:
     return names
 
 
+def _covered(attempt: A.Attempt) -> set:
+    return set((attempt.checkpoint or {}).get("covered") or [])
+
+
 class RemediationLoop:
     """One host's run. ``run()`` returns the host report written to ``hosts/<host>.json``:
     host, run_id, profile, content {sha256, benchmark_version, oscap_version}, check_mode,
-    before/after counts by result (after null when the host stopped or in check mode),
-    outcomes {"outcome/reason": n}, regressions, picked_up_by_rescan, not_work_items,
-    still_failing, stopped, seconds (wall time), rules {short id: RuleOutcome dict}."""
+    llm {endpoint, model, tokens} (null without one), before/after counts by result (after
+    null when the host stopped or in check mode), outcomes {"outcome/reason": n},
+    regressions, picked_up_by_rescan, not_work_items, still_failing, stopped, seconds (wall
+    time), rules {short id: RuleOutcome dict, with attempt_log}."""
 
     def __init__(self, action, task_vars: dict, opts: LoopOptions, check_mode: bool) -> None:
         self.action = action
@@ -99,10 +130,15 @@ class RemediationLoop:
         self.host = task_vars.get("inventory_hostname", "localhost")
         self.events = EventLog(os.path.join(opts.run_dir, "events.jsonl"), self.host)
         self.outcomes: dict[str, outcomes.RuleOutcome] = {}
+        self.items: dict[str, A.WorkItem] = {}
+        self.queue: list[str] = []  # rules waiting for the Worker phase, in order
         self.stopped: str | None = None  # detail of the failed health check, once stopped
         self.changed = False
         self.started = time.monotonic()
         self.remote_user = self._remote_user()
+        self.gate_policy = task_gate.GatePolicy(remote_user=self.remote_user)
+        self.worker: WorkerPhase | None = None
+        self._checkpoints: dict[tuple[str, int], t.Any] = {}  # (rule, attempt number) -> Checkpoint
 
     # -- setup -----------------------------------------------------------------------------
     def _remote_user(self) -> str | None:
@@ -128,6 +164,7 @@ class RemediationLoop:
         except CatalogError as exc:
             raise LoopError("rule", str(exc)) from None
         self.allow_all = "all" in self.opts.allow_access_impacting
+        self.worker = self._worker_phase()
         if self.opts.health_check and not self.check_mode:
             status = health.check_host(self.action)
             if not status.healthy:
@@ -145,6 +182,9 @@ class RemediationLoop:
             tailoring_xml = xml_bytes.decode("utf-8")
         self.scan_rules = scope
         self.scanner = Scanner(self.action, self.task_vars, self.opts.datastream, profile_id, tailoring_xml)
+        self.checkpoints = FilesProvider(self.action, self.task_vars,
+                                         root="%s/%s" % (CHECKPOINT_ROOT, self.opts.run_id or "adhoc"))
+        llm = self.opts.llm
         self.events.emit(
             "run_start",
             run_id=self.opts.run_id,
@@ -158,7 +198,37 @@ class RemediationLoop:
             allowed_access_impacting="all" if self.allow_all else sorted(safety.short_rule_id(r) for r in self.allowed),
             tailored=[safety.short_rule_id(r) for r in outside],
             check_mode=self.check_mode,
+            llm={"endpoint": llm.base_url, "model": llm.model} if self.worker.agents is not None else None,
+            budget=dataclasses.asdict(self.opts.budget),
         )
+
+    def _worker_phase(self) -> WorkerPhase:
+        """The Worker phase, with agents when an endpoint is configured (a remote one only
+        with ``allow_remote``). Raises LoopError(``llm_remote``, ``prompts``)."""
+        from ansible_collections.scapforge.remediation.plugins.plugin_utils import agents as agents_mod
+        from ansible_collections.scapforge.remediation.plugins.plugin_utils import llm as llm_mod
+
+        config = self.opts.llm
+        if config is None or not config.configured or self.check_mode:
+            return WorkerPhase(self, None, self.opts.budget)
+        try:
+            llm_mod.check_endpoint(config.base_url, config.allow_remote)
+        except llm_mod.LLMError as exc:
+            raise LoopError("llm_remote", str(exc)) from None
+        if self.opts.prompts is None:
+            raise LoopError("prompts", "no prompts for the agents (skill %s)" % self.opts.skill)
+        facts = self.task_vars.get("ansible_facts", {})
+        base = {
+            "skill": {"name": self.opts.skill, "description": self.opts.skill_description or
+                      "%s with profile %s." % (self.catalog.benchmark_id, self.profile.short_id)},
+            "host": {"os": "%s %s" % (facts.get("distribution", "?"), facts.get("distribution_version", "")),
+                     "virtualization": "%s %s" % (facts.get("virtualization_role", ""),
+                                                  facts.get("virtualization_type", "")),
+                     "user": self.remote_user or "?", "become": self.action._play_context.become_method or "none"},
+        }
+        ledger = agents_mod.TokenLedger(self.opts.run_dir, self.opts.run_tokens)
+        agents = agents_mod.Agents(llm_mod.LLMClient(config), self.opts.prompts, self.events, ledger, base)
+        return WorkerPhase(self, agents, self.opts.budget, ledger)
 
     def _scan(self, label: str) -> dict:
         started = time.monotonic()
@@ -181,124 +251,292 @@ class RemediationLoop:
         )
         return result
 
-    # -- one rule --------------------------------------------------------------------------
+    # -- outcomes --------------------------------------------------------------------------
     def _finish(self, rule_id: str, reason: str, **kwargs: t.Any) -> outcomes.RuleOutcome:
         rule = self.catalog.rule(rule_id)
         outcome = outcomes.RuleOutcome.of(rule_id, reason, category=rule.category, **kwargs)
         self.outcomes[rule_id] = outcome
         data = outcome.to_dict()
-        del data["rule"], data["attempts"]
+        del data["rule"], data["attempts"], data["attempt_log"]
         self.events.emit("rule_complete", rule=safety.short_rule_id(rule_id), attempt=outcome.attempts or None, **data)
         return outcome
 
-    def _out_of_budget(self) -> bool:
+    def finish_item(self, item: A.WorkItem, reason: str, detail: str = "") -> outcomes.RuleOutcome:
+        """The rule's outcome from its work item: every attempt in ``attempt_log``, the
+        modules of all of them, the changed tasks of the last one that ran."""
+        ran = [a for a in item.attempts if a.report]
+        modules: list[str] = []
+        for a in ran:
+            modules.extend(m for m in a.modules if m not in modules)
+        last = ran[-1] if ran else None
+        changed = ["%s (%s)" % (r.get("name"), r.get("module")) for r in (last.report.get("task_results") or [])
+                   if r.get("changed") and not r.get("check_mode")] if last else []
+        return self._finish(item.rule, reason, attempts=len(item.attempts), modules=modules, changed_tasks=changed,
+                            detail=detail[:800], attempt_log=[a.log_entry() for a in item.attempts])
+
+    def out_of_budget(self) -> bool:
+        """True once the run's time budget (``time_budget`` seconds) is spent."""
         return bool(self.opts.time_budget) and time.monotonic() - self.started > self.opts.time_budget
 
-    def apply(self, rule_id: str) -> Applied | outcomes.RuleOutcome:
-        """Decide and, where allowed, apply one rule's fix; never raises for a host-side failure.
+    # -- one attempt, vendor or Worker -----------------------------------------------------
+    def run_attempt(self, item: A.WorkItem, attempt: A.Attempt, tasks: list, trusted: bool) -> None:
+        """Run ``tasks`` as ``attempt`` under a checkpoint, then check the host's health.
 
-        Returns the Applied fix waiting for verification, or the rule's final outcome when
-        nothing is left to verify (skipped, refused, no fix, unhealthy host...).
+        Fills the attempt's report, checkpoint, gate and health; gives it its verdict when it
+        is decided before verification (refused; unhealthy, rolled back or not). A lost
+        connection or an unhealthy host that a restore cannot heal stops the host.
         """
-        short = safety.short_rule_id(rule_id)
-        rule = self.catalog.rule(rule_id)
-        self.events.emit("rule_start", rule=short, title=rule.title, category=rule.category)
+        short = item.short_id
+        checkpoint = self.checkpoints.open("%s-%d" % (short, attempt.number))
+        self._checkpoints[(item.rule, attempt.number)] = checkpoint
+        uncovered: dict[str, str] = {}
+
+        def before_change(fqcn: str, args: dict) -> str | None:
+            touched = paths_touched(fqcn, args)
+            if touched.read_only:
+                return None
+            if touched.unknown:
+                uncovered[fqcn] = touched.unknown
+            if touched.paths or touched.shallow:
+                try:
+                    checkpoint.cover(touched.paths, touched.shallow)
+                except CheckpointError as exc:  # no change without a way back
+                    return "the checkpoint of %s failed: %s" % (", ".join(touched.paths)[:200], exc)
+            return None
+
+        attempt.tasks = tasks
+        executor = TaskListExecutor(self.action, self.task_vars, trusted=trusted,
+                                    policy=None if trusted else self.gate_policy, before_change=before_change)
+        report = executor.run(tasks)
+        attempt.report = report.to_dict()
+        attempt.checkpoint = dict(checkpoint.to_dict(), not_covered=uncovered)
+        self.changed = self.changed or report.changed
+        self.events.emit(
+            "fix_applied", rule=short, attempt=attempt.number, source=attempt.source, ok=report.ok,
+            changed=report.changed, refused=report.refused, failed_task=report.failed_task, error=report.error,
+            modules=report.modules, tasks=report.task_results, checkpoint=attempt.checkpoint,
+        )
+        if report.refused:
+            attempt.gate = report.refused
+            attempt.verdict, attempt.reason = A.judge(report.refused, None, None, None)
+            attempt.detail = report.refused[:500]
+            return
+        if report.unreachable:  # the connection dropped during the fix: nothing can be restored now
+            attempt.verdict, attempt.reason = A.UNHEALTHY, "unhealthy"
+            attempt.detail = "connection lost during the attempt: %s" % report.error
+            self._stop("connection lost during %s: %s" % (short, report.error))
+            return
+        if not self.opts.health_check:
+            return
+        status = self._health(report.changed, item)
+        attempt.health = status.to_dict()
+        self.events.emit("health", rule=short, attempt=attempt.number, **status.to_dict())
+        if status.healthy:
+            return
+        attempt.verdict, attempt.reason = A.UNHEALTHY, "unhealthy"
+        attempt.detail = status.detail[:500]
+        restored = self.roll_back(item, attempt)
+        after = self._health(False, item) if restored else None
+        if after is not None:
+            self.events.emit("health", rule=short, attempt=attempt.number, after_restore=True, **after.to_dict())
+        if restored and after.healthy:
+            attempt.reason = "unhealthy_rolled_back"
+            attempt.detail = "%s; rolled back, restore verified, healthy again" % status.detail[:400]
+        else:
+            self._stop("stopped after %s: %s%s" % (short, status.detail,
+                                                   "" if restored else "; the rollback failed, restore by hand"))
+
+    def _health(self, changed: bool, item: A.WorkItem):
+        status = health.check_host(self.action)
+        if status.healthy and changed and item.category == "ssh":
+            status = health.check_sshd_config(self.action)
+        return status
+
+    def roll_back(self, item: A.WorkItem, attempt: A.Attempt) -> bool:
+        """Restore the attempt's checkpoint and verify it; record the restore on the attempt
+        (``restore``, ``rolled_back``) and as an event. Returns True when verified."""
+        checkpoint = self._checkpoints.get((item.rule, attempt.number))
+        if checkpoint is None:
+            return False
+        try:
+            result = checkpoint.restore()
+            data = result.to_dict()
+            verified = bool(result.verified)
+        except (CheckpointError, AnsibleError) as exc:
+            data, verified = {"verified": False, "detail": str(exc)[:500]}, False
+        attempt.restore = data
+        attempt.rolled_back = verified
+        self.events.emit("restore", rule=item.short_id, attempt=attempt.number, **data)
+        if not verified:
+            attempt.detail = ("%s; ROLLBACK NOT VERIFIED: %s" % (attempt.detail, data.get("detail") or
+                              "; ".join(data.get("mismatches") or [])))[:800]
+        return verified
+
+    def evaluate(self, rule_id: str, evidence: bool = False, label: str = "verify") -> tuple[str, dict | None]:
+        """Evaluate one rule (with the rules it requires) now: (result, OVAL evidence or None).
+        The result is oscap's, or ``missing``, ``scan_failed`` or ``scanner_crash``."""
+        batch = self.catalog.expand_requires([rule_id])
+        result = self.scanner.scan(batch, evidence=evidence)
+        shorts = [safety.short_rule_id(r) for r in batch]
+        if result.get("failed"):
+            kind = result.get("error_kind", "oscap_error")
+            self.events.emit("verify", rule=safety.short_rule_id(rule_id), label=label, failed=True, error_kind=kind,
+                             msg=result.get("msg"), batch=shorts)
+            return ("scanner_crash" if kind in CRASH_KINDS else "scan_failed"), None
+        value = result.get("rules", {}).get(rule_id, "missing")
+        self.events.emit("verify", rule=safety.short_rule_id(rule_id), label=label, result=value, batch=shorts)
+        return value, (result.get("evidence") or {}).get(rule_id)
+
+    def verify_one(self, item: A.WorkItem, attempt: A.Attempt) -> None:
+        """Verify a Worker attempt on its own and give it its verdict."""
+        value, evidence = self.evaluate(item.rule, evidence=self.worker.agents is not None)
+        self._judge(item, attempt, value, evidence, reboot=False)
+
+    def _judge(self, item: A.WorkItem, attempt: A.Attempt, value: str, evidence: dict | None, reboot: bool) -> None:
+        attempt.result = value
+        if evidence:
+            attempt.evidence = item.evidence = evidence
+        healthy = None if not attempt.health else attempt.health.get("healthy")
+        attempt.verdict, attempt.reason = A.judge(None, attempt.report, healthy, value, reboot)
+        report = attempt.report or {}
+        error = (report.get("error") or "")[:500]
+        if attempt.verdict == A.PASSED:
+            attempt.detail = "a task failed but the rule passes: %s" % error if not report.get("ok", True) else ""
+        elif attempt.verdict == A.FAILED and not report.get("ok", True):
+            attempt.detail = "%s: %s" % (report.get("failed_task"), error)
+        elif attempt.reason == "reboot_required":
+            attempt.detail = "the fix ran; its metadata says reboot"
+        elif attempt.verdict == A.INEFFECTIVE:
+            attempt.detail = "the fix ran; oscap still reports fail"
+        elif attempt.verdict == A.NO_EFFECT:
+            attempt.detail = "the fix changed nothing; oscap still reports fail"
+        else:
+            attempt.detail = "oscap result after the fix: %s" % value
+
+    # -- the vendor phase ------------------------------------------------------------------
+    def _item(self, rule_id: str) -> A.WorkItem:
+        if rule_id not in self.items:
+            self.items[rule_id] = A.WorkItem(rule_id, category=self.catalog.rule(rule_id).category)
+        return self.items[rule_id]
+
+    def _not_attempted(self, rule_id: str) -> tuple[str, str] | None:
+        """(reason, detail) when the rule is not attempted at all: host stopped, time budget,
+        waiver, access impact without opt-in, or a rule no running host can pass."""
         if self.stopped:
-            return self._finish(rule_id, "host_stopped", detail=self.stopped)
-        if self._out_of_budget():
-            return self._finish(rule_id, "budget")
+            return "host_stopped", self.stopped
+        if self.out_of_budget():
+            return "budget", ""
         if rule_id in self.waived:
-            return self._finish(rule_id, "waived")
+            return "waived", ""
         impact = safety.access_impact(rule_id, self.remote_user)
         if impact and rule_id not in self.allowed and not self.allow_all:
-            return self._finish(rule_id, "access_impacting", detail=impact)
+            return "access_impacting", impact
         unfixable = safety.unfixable_kind(rule_id)
         if unfixable:
-            return self._finish(rule_id, outcomes.environment_reason(unfixable),
-                                           detail="no fix on a running host can pass this rule")
+            return outcomes.environment_reason(unfixable), "no fix on a running host can pass this rule"
+        return None
+
+    def apply(self, rule_id: str) -> Applied | None:
+        """Decide and, where allowed, apply one rule's vendor fix; never raises for a
+        host-side failure. Returns the Applied fix waiting for verification, or None when the
+        rule got its outcome or went to the Worker queue."""
+        rule = self.catalog.rule(rule_id)
+        self.events.emit("rule_start", rule=rule.short_id, title=rule.title, category=rule.category)
+        skip = self._not_attempted(rule_id)
+        if skip is not None:
+            self._finish(rule_id, skip[0], detail=skip[1])
+            return None
+        item = self._item(rule_id)
         fix = rule.ansible_fix
         if fix is None:
-            return self._finish(rule_id, "no_fix", detail="the datastream has no Ansible fix for this rule")
-
+            if self.check_mode:
+                self._finish(rule_id, "check_mode" if self.worker.agents else "llm_unavailable",
+                             detail="the content has no Ansible fix for this rule")
+            else:
+                self.queue.append(rule_id)
+            return None
         try:
             tasks = yaml.safe_load(self.catalog.render_fix(rule_id, self.profile.id)) or []
         except (CatalogError, yaml.YAMLError) as exc:  # content fault: this rule, not the run
-            return self._finish(rule_id, "fix_refused", detail="the content's fix cannot be rendered: %s" % exc)
-        executor = TaskListExecutor(self.action, self.task_vars, trusted=self.trusted)
+            attempt = item.new_attempt(A.VENDOR)
+            attempt.gate = attempt.detail = "the content's fix cannot be rendered: %s" % exc
+            attempt.verdict, attempt.reason = A.REFUSED, "fix_refused"
+            self.queue.append(rule_id)
+            return None
         if self.check_mode:
+            executor = TaskListExecutor(self.action, self.task_vars, trusted=self.trusted)
             problems = executor.validate(tasks)
             if problems:
-                return self._finish(rule_id, "fix_refused", detail="; ".join(problems)[:500])
-            plan = task_names(tasks)
-            return self._finish(rule_id, "check_mode",
-                                detail=("vendor fix would run %d tasks: %s" % (len(plan), "; ".join(plan)))[:800])
-
-        report = executor.run(tasks)
-        self.changed = self.changed or report.changed
-        self.events.emit(
-            "fix_applied", rule=short, attempt=1, source="vendor", ok=report.ok, changed=report.changed,
-            refused=report.refused, failed_task=report.failed_task, error=report.error,
-            modules=report.modules, reboot=fix.reboot, tasks=report.task_results,
-        )
-        if report.refused:
-            return self._finish(rule_id, "fix_refused", attempts=1, detail=report.refused[:500])
-        if report.unreachable:  # the connection dropped during the fix
-            return self._stop("connection lost during %s: %s" % (short, report.error), [rule_id],
-                              modules=report.modules)
-        if self.opts.health_check:
-            status = health.check_host(self.action)
-            if status.healthy and report.changed and rule.category == "ssh":
-                status = health.check_sshd_config(self.action)
-            self.events.emit("health", rule=short, attempt=1, **status.to_dict())
-            if not status.healthy:
-                return self._stop("stopped after %s: %s" % (short, status.detail), [rule_id],
-                                  modules=report.modules)
-        return Applied(rule_id, report, fix.reboot)
+                self._finish(rule_id, "fix_refused", detail="; ".join(problems)[:500])
+            else:
+                plan = task_names(tasks)
+                self._finish(rule_id, "check_mode",
+                             detail=("vendor fix would run %d tasks: %s" % (len(plan), "; ".join(plan)))[:800])
+            return None
+        attempt = item.new_attempt(A.VENDOR)
+        started = time.monotonic()
+        self.run_attempt(item, attempt, tasks, trusted=self.trusted)
+        attempt.seconds = time.monotonic() - started
+        if attempt.verdict:  # refused or unhealthy: decided without verification
+            self._after_vendor(item)
+            return None
+        return Applied(item, attempt, fix.reboot)
 
     def verify(self, applied: list[Applied]) -> None:
-        """Re-evaluate applied fixes in ONE oscap call (with the rules they require) and
-        give each its outcome from its own rule-result; a missing result is never a pass."""
-        batch = self.catalog.expand_requires([a.rule_id for a in applied])
-        result = self.scanner.scan(batch)
+        """Re-evaluate applied vendor fixes in ONE oscap call (with the rules they require),
+        judge each by its own rule-result (a missing result is never a pass), then roll back
+        those that did not pass, newest first."""
+        batch = self.catalog.expand_requires([a.item.rule for a in applied])
+        wants_evidence = self.worker.agents is not None
+        result = self.scanner.scan(batch, evidence=wants_evidence)
         shorts = [safety.short_rule_id(r) for r in batch]
         if result.get("failed"):
             kind = result.get("error_kind", "oscap_error")
             self.events.emit("verify", failed=True, error_kind=kind, msg=result.get("msg"), batch=shorts)
-            reason = "scanner_crash" if kind in CRASH_KINDS else "verify_error"
-            for item in applied:
-                self._finish(item.rule_id, reason, attempts=1, modules=item.report.modules,
-                             detail=str(result.get("msg"))[:500])
-            return
-        for item in applied:
-            value = result.get("rules", {}).get(item.rule_id, "missing")
-            self.events.emit("verify", rule=safety.short_rule_id(item.rule_id), attempt=1, result=value, batch=shorts)
-            self._judge(item, value)
+            value = "scanner_crash" if kind in CRASH_KINDS else "scan_failed"
+            for entry in applied:
+                self._judge(entry.item, entry.attempt, value, None, entry.reboot)
+                entry.attempt.detail = "verification failed: %s" % str(result.get("msg"))[:500]
+        else:
+            evidence = result.get("evidence") or {}
+            for entry in applied:
+                value = result.get("rules", {}).get(entry.item.rule, "missing")
+                self.events.emit("verify", rule=entry.item.short_id, attempt=entry.attempt.number, result=value,
+                                 batch=shorts)
+                self._judge(entry.item, entry.attempt, value, evidence.get(entry.item.rule), entry.reboot)
+        self._roll_back_batch(applied)
+        for entry in applied:
+            self._after_vendor(entry.item)
 
-    def _judge(self, item: Applied, value: str) -> outcomes.RuleOutcome:
-        report = item.report
-        changed = ["%s (%s)" % (r.get("name"), r.get("module")) for r in report.task_results
-                   if r.get("changed") and not r.get("check_mode")]
-        common = {"attempts": 1, "modules": report.modules, "changed_tasks": changed}
-        error = (report.error or "")[:500]
-        if value == "pass":
-            detail = "a task failed but the rule passes: %s" % error if not report.ok else ""
-            return self._finish(item.rule_id, "verified", detail=detail, **common)
-        if value == "fail":
-            kind = None if report.ok else safety.environment_kind(report.error or "")
-            if kind:  # the host, not the rule: a reboot would not help either
-                return self._finish(item.rule_id, outcomes.environment_reason(kind),
-                                    detail="%s: %s" % (report.failed_task, error), **common)
-            if item.reboot and report.ok:
-                return self._finish(item.rule_id, "reboot_required", detail="the fix ran; its metadata says reboot",
-                                    **common)
-            if not report.ok:
-                return self._finish(item.rule_id, "fix_failed", detail="%s: %s" % (report.failed_task, error), **common)
-            return self._finish(item.rule_id, "fix_ineffective", detail="the fix ran; oscap still reports fail", **common)
-        return self._finish(item.rule_id, "verify_error", detail="oscap result after the fix: %s" % value, **common)
+    def _roll_back_batch(self, applied: list[Applied]) -> None:
+        """Roll back the batch's attempts that did not pass, newest first. An attempt whose
+        files a later fix of the batch also changed, and that later fix stands, is not
+        restored (its checkpoint would undo the later fix too): it is kept and says so."""
+        for index in range(len(applied) - 1, -1, -1):
+            entry = applied[index]
+            if not A.needs_rollback(entry.attempt) or self.stopped:
+                continue
+            blockers = [later.item.short_id for later in applied[index + 1:]
+                        if later.attempt.rolled_back is not True and _covered(later.attempt) & _covered(entry.attempt)]
+            if blockers:
+                entry.attempt.rolled_back = False
+                entry.attempt.detail = ("%s; not rolled back: shares files with %s, applied after it"
+                                        % (entry.attempt.detail, ", ".join(blockers)))[:800]
+                continue
+            self.roll_back(entry.item, entry.attempt)
+
+    def _after_vendor(self, item: A.WorkItem) -> None:
+        """A vendor attempt is judged: finish the rule when nothing more can be done, else
+        queue it for the Worker phase."""
+        step = A.next_step(item, self.opts.budget, llm=True, now=time.monotonic())
+        if step.kind == "finish":
+            self.finish_item(item, step.reason, step.detail)
+        else:
+            self.queue.append(item.rule)
 
     # -- the run ---------------------------------------------------------------------------
     def _work(self, rule_ids: t.Sequence[str]) -> None:
-        """Apply and verify the rules.
+        """Apply and verify the vendor fixes of the rules.
 
         Rules tied by <requires> (even in a cycle, as sshd_set_idle_timeout and
         sshd_set_keepalive are) are applied together, since neither passes before the other
@@ -317,7 +555,7 @@ class RemediationLoop:
             group = [r for r in self.catalog.expand_requires([rule_id]) if r in todo and r not in done]
             done.update(group)
             try:
-                pending.extend(a for a in (self.apply(r) for r in group) if isinstance(a, Applied))
+                pending.extend(a for a in (self.apply(r) for r in group) if a is not None)
                 if len(pending) >= max(1, self.opts.verify_batch) or self.stopped:
                     pending, batch = [], pending
                     self._verify_or_stop(batch)
@@ -331,24 +569,37 @@ class RemediationLoop:
         try:
             self.verify(applied)
         except AnsibleError as exc:
-            self._stop("verification failed: %s" % str(exc)[-300:], [a.rule_id for a in applied], "verify_error")
+            self._stop("verification failed: %s" % str(exc)[-300:], [a.item.rule for a in applied], "verify_error")
 
-    def _stop(self, detail: str, rules: t.Iterable[str], reason: str = "unhealthy",
-              modules: list[str] | None = None) -> outcomes.RuleOutcome | None:
-        """Stop working this host; give ``rules`` still without an outcome ``reason`` and
-        return the last outcome given (None if none). Later rules get ``host_stopped``."""
+    def _work_queue(self) -> None:
+        """The Worker phase over the queued rules, in the order they were queued."""
+        queue, self.queue = self.queue, []
+        for rule_id in queue:
+            if rule_id in self.outcomes:
+                continue
+            item = self._item(rule_id)
+            try:
+                self.worker.run(item)
+            except AnsibleError as exc:
+                self._stop("stopped during %s: %s" % (item.short_id, str(exc)[-300:]), [rule_id])
+
+    def _stop(self, detail: str, rules: t.Iterable[str] = (), reason: str = "unhealthy") -> None:
+        """Stop working this host; give ``rules`` still without an outcome ``reason``. Later
+        rules get ``host_stopped``."""
         self.stopped = self.stopped or detail
         self.events.emit("host_stopped", detail=detail)
-        last = None
         for rule in rules:
             if rule not in self.outcomes:
-                last = self._finish(rule, reason, attempts=1, detail=detail, modules=list(modules or []))
-        return last
+                item = self.items.get(rule)
+                if item is not None and item.attempts:
+                    self.finish_item(item, reason, detail)
+                else:
+                    self._finish(rule, reason, detail=detail)
 
     def run(self) -> dict:
         """Run the loop for this host and return its report (also written to hosts/<host>.json).
 
-        Raises LoopError when the run cannot start (content, profile, baseline scan).
+        Raises LoopError when the run cannot start (content, profile, LLM endpoint, baseline scan).
         """
         self._prepare()
         baseline = self._scan("baseline")
@@ -362,16 +613,34 @@ class RemediationLoop:
         if final is not None and self.opts.rescan:
             picked_up = [
                 r for r, v in final.get("rules", {}).items()
-                if v == "fail" and r not in self.outcomes and before.get(r) not in ("fail", "pass")
-                and (in_scope is None or r in in_scope)
+                if v == "fail" and r not in self.outcomes and r not in self.items and r not in self.queue
+                and before.get(r) not in ("fail", "pass") and (in_scope is None or r in in_scope)
             ]
             if picked_up:
                 self.events.emit("rescan_picked_up", rules=[safety.short_rule_id(r) for r in picked_up])
                 self._work(picked_up)
-                final = self._scan_after("final") or final  # a stopped host keeps the rescan's counts
+        worked_by_agents = bool(self.queue) and self.worker.agents is not None
+        self._work_queue()
+        if final is not None and (picked_up or worked_by_agents):
+            final = self._scan_after("final") or final  # a stopped host keeps the rescan's counts
         if final is not None:
             self._mark_regressed(final.get("rules", {}))
+        self._close_checkpoints()
         return self._report(baseline, final, picked_up)
+
+    def _close_checkpoints(self) -> None:
+        """Remove this run's checkpoints from the host: every attempt is judged by now and
+        every one due was restored (a failure here is logged, never fatal)."""
+        if self.check_mode or self.stopped:
+            return  # a stopped host keeps its checkpoints for a human (or a resumed run)
+        try:
+            result = self.action._execute_module(
+                module_name="ansible.builtin.file", module_args={"path": self.checkpoints.root, "state": "absent"},
+                task_vars=self.task_vars)
+            if result.get("failed"):
+                self.events.emit("checkpoints_left", path=self.checkpoints.root, msg=result.get("msg"))
+        except AnsibleError as exc:
+            self.events.emit("checkpoints_left", path=self.checkpoints.root, msg=str(exc)[-300:])
 
     def _scan_after(self, label: str) -> dict | None:
         """A scan after changes were made: on failure the host stops and the report is still
@@ -388,8 +657,15 @@ class RemediationLoop:
         for rule_id, outcome in list(self.outcomes.items()):
             if outcome.outcome == outcomes.REMEDIATED and after.get(rule_id) not in (None, "pass"):
                 self._finish(rule_id, "regressed", attempts=outcome.attempts, modules=outcome.modules,
-                             changed_tasks=outcome.changed_tasks,
+                             changed_tasks=outcome.changed_tasks, attempt_log=outcome.attempt_log,
                              detail="passed after its fix, %s in the final scan" % after.get(rule_id))
+
+    def _llm_summary(self) -> dict | None:
+        """The endpoint, model and tokens this host spent (null without an endpoint)."""
+        if self.worker is None or self.worker.agents is None:
+            return None
+        return {"endpoint": self.opts.llm.base_url, "model": self.opts.llm.model,
+                "tokens": sum(item.tokens for item in self.items.values()), "down": self.worker.llm_down}
 
     def _report(self, baseline: dict, final: dict | None, picked_up: list[str]) -> dict:
         """The host report; ``after`` is None when the host was stopped before a final scan."""
@@ -415,6 +691,7 @@ class RemediationLoop:
                 "oscap_version": baseline.get("oscap_version"),
             },
             "check_mode": self.check_mode,
+            "llm": self._llm_summary(),
             "before": counts_of(before),
             "after": counts_of(after) if final is not None else None,
             "after_scan": final.get("label") if final is not None else None,

@@ -22,16 +22,30 @@ OUTCOMES = (REMEDIATED, ESCALATED, SKIPPED, DEFERRED)
 #: README.md's table shows the same list (tests/unit/test_outcomes_safety.py compares them).
 REASONS: dict[str, tuple[str, str]] = {
     "verified": (REMEDIATED, "the fix ran and OpenSCAP now reports pass for the rule"),
-    "no_fix": (ESCALATED, "the content has no Ansible fix for the rule and no LLM is configured"),
-    "fix_refused": (ESCALATED, "the gate refused the fix before anything ran (unsupported keyword or module)"),
-    "fix_failed": (ESCALATED, "a task of the fix failed on the host"),
-    "fix_ineffective": (ESCALATED, "the fix ran without error but OpenSCAP still reports fail"),
+    "llm_unavailable": (ESCALATED, "the content has no Ansible fix for the rule and no LLM endpoint is configured "
+                                   "for a Worker to write one"),
+    "llm_error": (ESCALATED, "the LLM endpoint failed (connection, timeout, HTTP error) after its retries"),
+    "fix_refused": (ESCALATED, "the gate refused the last fix before anything ran (unsupported keyword or module, "
+                               "banned pattern, unusable model answer)"),
+    "fix_failed": (ESCALATED, "a task of the last fix failed on the host (it was rolled back)"),
+    "fix_ineffective": (ESCALATED, "the last fix changed the host but OpenSCAP still reports fail (it was rolled back)"),
+    "no_effect": (ESCALATED, "the last fix changed nothing and OpenSCAP still reports fail"),
     "verify_error": (ESCALATED, "after the fix OpenSCAP gives the rule no pass or fail (error, unknown, "
                                 "notapplicable, no result), or the verification scan itself failed"),
     "scanner_crash": (ESCALATED, "oscap crashed or was killed while verifying the rule"),
     "unhealthy": (ESCALATED, "after the fix a fresh login with privilege escalation failed (or the connection "
-                             "was lost during it); the host was stopped"),
+                             "was lost during it) and the fix could not be rolled back; the host was stopped"),
+    "unhealthy_rolled_back": (ESCALATED, "after the fix a fresh login with privilege escalation failed; the fix was "
+                                         "rolled back, the restore verified and the host is healthy again"),
     "regressed": (ESCALATED, "the rule passed after its fix but fails in the final scan (another fix undid it)"),
+    "architect_escalate": (ESCALATED, "the Architect reviewed the failed attempts and escalated the rule to a human"),
+    "meta_plateau": (ESCALATED, "a second Architect review repeated a plan already tried (seed 001)"),
+    "attempt_budget": (ESCALATED, "the rule's Worker attempts (scapforge_llm_max_attempts) were spent"),
+    "probe_budget": (ESCALATED, "the Worker kept asking for probes past the rule's probe budget "
+                                "(scapforge_llm_max_probes)"),
+    "rule_time_budget": (ESCALATED, "the rule's time budget (scapforge_llm_rule_seconds) was spent"),
+    "rule_token_budget": (ESCALATED, "the rule's token budget (scapforge_llm_rule_tokens) was spent"),
+    "run_token_budget": (ESCALATED, "the run's token budget (scapforge_llm_run_tokens, all hosts) was spent"),
     "access_impacting": (SKIPPED, "the fix can cut the controller off (sudo, sshd access, root login); opt in to run it"),
     "waived": (SKIPPED, "the user listed the rule in scapforge_skip_rules"),
     "host_stopped": (SKIPPED, "not attempted: the host was stopped earlier in the run (the report's stopped says why)"),
@@ -69,10 +83,12 @@ def outcome_for(reason: str) -> str:
 class RuleOutcome:
     """What a run did about one rule that failed at baseline.
 
-    ``rule`` is the full XCCDF rule id; ``attempts`` counts fixes applied (0 when none ran);
-    ``modules`` the canonical FQCNs executed; ``changed_tasks`` "task name (module)" of the
-    tasks that changed the host; ``detail`` a one-line human explanation
-    (an error message, the override that was found), at most a few hundred characters.
+    ``rule`` is the full XCCDF rule id; ``attempts`` counts attempts, vendor and Worker,
+    refused ones included (0 when none was made); ``modules`` the canonical FQCNs executed;
+    ``changed_tasks`` "task name (module)" of the tasks that changed the host; ``detail`` a
+    one-line human explanation (an error message, the override that was found), at most a few
+    hundred characters; ``attempt_log`` one dict per attempt (see
+    :meth:`attempts.Attempt.log_entry`: source, verdict, reason, tokens, rolled_back...).
     """
 
     rule: str
@@ -83,6 +99,7 @@ class RuleOutcome:
     detail: str = ""
     category: str = ""
     changed_tasks: list[str] = dataclasses.field(default_factory=list)
+    attempt_log: list[dict] = dataclasses.field(default_factory=list)
 
     def __post_init__(self) -> None:
         expected = outcome_for(self.reason)

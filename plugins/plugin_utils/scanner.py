@@ -19,11 +19,14 @@ class Scanner:
         if tailoring:
             self.base_args["tailoring_content"] = tailoring
 
-    def scan(self, rules: t.Sequence[str] = ()) -> dict:
-        """Return oscap_eval's result dict (``rules``, ``counts``, ``missing``, ``failed``...)."""
+    def scan(self, rules: t.Sequence[str] = (), evidence: bool = False) -> dict:
+        """Return oscap_eval's result dict (``rules``, ``counts``, ``missing``, ``failed``...);
+        with ``evidence``, also the failing rules' OVAL evidence (``evidence`` {rule: ...})."""
         args = dict(self.base_args)
         if rules:
             args["rules"] = list(rules)
+        if evidence:
+            args["evidence"] = True
         return self.action._execute_module(
             module_name=OSCAP_EVAL, module_args=args, task_vars=self.task_vars, wrap_async=False
         )

@@ -1,9 +1,10 @@
 """Shared fixtures for the integration tests: the lab (real Debian 12 hosts over SSH).
 
 - ``lab``: the :class:`scapforge_lab.Lab` under ``$SCAPFORGE_LAB_HOME`` (session).
-- ``lab_host``: one running :class:`scapforge_lab.LabHost` (session). Reuses the first
-  running host when the lab is already up; otherwise boots lab1 and takes the lab down at
-  the end of the session, unless ``SCAPFORGE_KEEP_LAB=1``.
+- ``lab_host``: one running :class:`scapforge_lab.LabHost` (session). ``SCAPFORGE_LAB_HOST``
+  names it (``lab2``: started when not running, so several sessions can test side by side);
+  otherwise the first running host is reused, or lab1 is booted. A host this fixture booted
+  is stopped at the end of the session, unless ``SCAPFORGE_KEEP_LAB=1``.
 - ``lab_inventory``: Path of the generated inventory (inventory/lab.yml) for the running
   hosts: group ``lab``, SSH as scapforge with become (sudo).
 
@@ -42,15 +43,24 @@ def lab():
 @pytest.fixture(scope="session")
 def lab_host(lab):
     """One running lab host (LabHost: name, address, user, key_path, root, pid, ssh())."""
-    running = lab.hosts()
-    started = not running
-    host = running[0] if running else lab.up(1)[0]
+    wanted = os.environ.get("SCAPFORGE_LAB_HOST")
+    running = {h.name: h for h in lab.hosts()}
+    if wanted:
+        started = wanted not in running
+        host = running.get(wanted) or lab.start([wanted])[0]
+    else:
+        started = not running
+        host = next(iter(running.values())) if running else lab.up(1)[0]
     lab.write_inventory(LAB_INVENTORY)
     yield host
     if started and os.environ.get("SCAPFORGE_KEEP_LAB") != "1":
-        lab.down()
-        if LAB_INVENTORY.is_file():
-            LAB_INVENTORY.unlink()
+        if len(lab.hosts()) > 1:
+            lab.stop(host.name)
+            lab.write_inventory(LAB_INVENTORY)
+        else:
+            lab.down()
+            if LAB_INVENTORY.is_file():
+                LAB_INVENTORY.unlink()
 
 
 @pytest.fixture(scope="session")

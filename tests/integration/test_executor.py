@@ -21,15 +21,14 @@ import yaml
 REPO_ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 ACTION_PLUGINS = REPO_ROOT / "tests" / "integration" / "fixtures" / "action_plugins"
-DATASTREAM = Path("/var/lib/scapforge-lab/content/x/usr/share/xml/scap/ssg/content/ssg-debian12-ds.xml")
+DATASTREAM = Path(os.environ.get("SCAPFORGE_LAB_HOME", "/var/lib/scapforge-lab"), "content", "ssg-debian12-ds.xml")
 XCCDF = "http://checklists.nist.gov/xccdf/1.2"
-
-needs_content = pytest.mark.skipif(not DATASTREAM.is_file(), reason="SSG content not unpacked (make lab builds it)")
 
 
 def render_fix(rule, values):
     """The rule's Ansible fix text with each <xccdf:sub> replaced by values[<Value id>], quoted."""
     from lxml import etree
+    assert DATASTREAM.is_file(), "%s not found: run `make lab-build`" % DATASTREAM
     tree = etree.parse(str(DATASTREAM))
     fix = tree.find(f".//{{{XCCDF}}}Rule[@id='xccdf_org.ssgproject.content_rule_{rule}']"
                     f"/{{{XCCDF}}}fix[@system='urn:xccdf:fix:script:ansible']")
@@ -78,7 +77,6 @@ def results_by_name(report):
 
 # ====================================================================== local, tmp files only
 
-@needs_content
 def test_vendor_umask_fix_on_a_tmp_copy(tmp_path):
     target = tmp_path / "login.defs"
     target.write_text("# comment\nUMASK\t\t022\nPASS_MAX_DAYS\t99999\n")
@@ -344,7 +342,6 @@ def _cat(host, path):
     return host.ssh(f"sudo cat {path}").stdout
 
 
-@needs_content
 def test_lab_login_defs_umask(tmp_path, lab_host, lab_inventory, restore_files):
     restore_files("/etc/login.defs")
     lab_host.ssh("printf 'UMASK\\t\\t022\\n' | sudo tee /etc/login.defs >/dev/null")
@@ -363,7 +360,6 @@ def test_lab_login_defs_umask(tmp_path, lab_host, lab_inventory, restore_files):
 MATCH_TAIL = "Subsystem sftp internal-sftp\nMatch Group sftponly\n    ChrootDirectory /srv/sftp\n    ForceCommand internal-sftp\n"
 
 
-@needs_content
 def test_lab_sshd_root_login_lands_before_match_block(tmp_path, lab_host, lab_inventory, restore_files):
     restore_files("/etc/ssh/sshd_config")
     # the host's file up to any Match block, without Subsystem/PermitRootLogin lines, then the case's tail

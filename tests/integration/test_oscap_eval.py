@@ -360,3 +360,108 @@ def test_service_rules_in_chroot_are_error_not_fail(service_chroot):
     assert result_class(rules[R + "package_audit_installed"]) == "finding"
     assert res["oscap_rc"] == 2  # error results do not make oscap exit 1
     assert res["missing"] == []
+
+
+# ---------------------------------------------------------------- OVAL evidence (seed 004)
+
+
+@pytest.fixture()
+def umask_022(lab_host):
+    """/etc/login.defs on the lab host with the line ``UMASK<tab><tab>022`` (Debian's own
+    value; anssi_bp28_high wants 077). The original file is put back afterwards, and the
+    test checks that it was."""
+    backup = "/var/tmp/scapforge-login.defs.%s" % uuid.uuid4().hex[:8]
+    before = lab_host.ssh("sudo -n md5sum /etc/login.defs").stdout.split()[0]
+    lab_host.ssh("sudo -n cp -a /etc/login.defs %s" % backup)
+    try:
+        lab_host.ssh("sudo -n sed -i -E 's/^UMASK[[:space:]].*/UMASK\\t\\t022/' /etc/login.defs")
+        assert lab_host.ssh("grep -cP '^UMASK\\t\\t022$' /etc/login.defs").stdout.strip() == "1"
+        yield
+    finally:
+        lab_host.ssh("sudo -n cp -a %s /etc/login.defs && sudo -n rm -f %s" % (backup, backup))
+    assert lab_host.ssh("sudo -n md5sum /etc/login.defs").stdout.split()[0] == before
+
+
+def test_evidence_of_a_failing_rule_shows_what_oval_looked_for_and_found(run, lab_host, umask_022):
+    rules = ["accounts_umask_etc_login_defs", "no_direct_root_logins", "package_telnetd_removed"]
+    res = run({"rules": rules, "evidence": True})
+    assert not res.get("failed"), res
+    assert "--oval-results" in res["cmd"]
+    assert res["rules"] == {R + "accounts_umask_etc_login_defs": "fail", R + "no_direct_root_logins": "fail",
+                            R + "package_telnetd_removed": "pass"}
+    evidence = res["evidence"]
+    assert set(evidence) == {R + "accounts_umask_etc_login_defs", R + "no_direct_root_logins"}  # no entry for the pass
+    assert res["evidence_truncated"] is False
+    assert "evidence_error" not in res and "evidence_omitted" not in res
+    print("\n[evidence] accounts_umask_etc_login_defs on %s:\n%s"
+          % (lab_host.name, json.dumps(evidence[R + "accounts_umask_etc_login_defs"], indent=1)), file=sys.stderr)
+
+    umask = evidence[R + "accounts_umask_etc_login_defs"]
+    assert umask["definition"] == "oval:ssg-accounts_umask_etc_login_defs:def:1"
+    assert umask["result"] == "false" and "error" not in umask
+    [test] = umask["tests"]
+    assert (test["type"], test["result"]) == ("variable_test", "false")
+    found = test["object"]["fields"]["var_ref"]
+    assert found["values"] == ["18"]  # 022 read as an octal number
+    [source] = found["from"]
+    assert source["object"]["fields"]["filepath"] == "/etc/login.defs"
+    [line] = source["items"]
+    assert line["fields"]["text"] == "UMASK\t\t022"
+    assert line["fields"]["subexpression"] == "022"
+    [wanted] = test["state"]["fields"]["value"]["from_variables"]
+    assert wanted["values"] == ["077"]
+    assert wanted["xccdf_value"] == "xccdf_org.ssgproject.content_value_var_accounts_user_umask"
+
+    securetty = evidence[R + "no_direct_root_logins"]
+    assert {t["object"]["fields"]["filepath"] for t in securetty["tests"]} == {"/etc/securetty"}
+    assert {t["object"]["flag"] for t in securetty["tests"]} == {"does not exist"}
+    assert lab_host.ssh("test -e /etc/securetty", check=False).returncode == 1
+
+    # the private directory, OVAL results files included, is gone
+    assert lab_host.ssh("test -e %s" % workdir_of(res), check=False).returncode == 1
+    # without the option: no --oval-results, no evidence keys
+    res = run({"rules": rules})
+    assert not res.get("failed"), res
+    assert "--oval-results" not in res["cmd"]
+    assert not any(key.startswith("evidence") for key in res)
+
+
+def test_whole_profile_evidence_is_capped(run):
+    res = run({"evidence": True})
+    assert not res.get("failed"), res
+    failing = sorted(r for r, v in res["rules"].items() if v == "fail")
+    evidence = res["evidence"]
+    assert len(failing) > 100
+    assert set(evidence) <= set(failing)
+    assert sorted(set(evidence) | set(res["evidence_omitted"])) == failing
+    assert res["evidence_truncated"] is True
+    assert len(json.dumps(evidence, sort_keys=True)) <= 100000
+    assert not any("error" in e for e in evidence.values())
+    assert all(1 <= len(e["tests"]) <= 8 for e in evidence.values() if not e["truncated"])
+    print("\n[evidence] whole anssi_bp28_high: %d failing rules, %d with evidence, %d bytes, oscap %.1f s"
+          % (len(failing), len(evidence), len(json.dumps(evidence)), res["elapsed"]), file=sys.stderr)
+
+
+@pytest.mark.parametrize(
+    "how, script, error",
+    [("missing", 'for a; do shift; [ "$a" = --oval-results ] || set -- "$@" "$a"; done\\n'
+                 'exec /usr/bin/oscap "$@"\\n',
+      "oscap wrote no OVAL results file ssg-debian12-oval.xml.result.xml"),
+     ("truncated", '/usr/bin/oscap "$@"; rc=$?\\n'
+                   'for f in *.result.xml; do [ -f "$f" ] && head -c 2000 "$f" > "$f.t" && mv "$f.t" "$f"; done\\n'
+                   'exit $rc\\n',
+      "OVAL results file ssg-debian12-oval.xml.result.xml cannot be read: OVAL results are not well-formed XML")],
+)
+def test_bad_oval_results_do_not_fail_the_scan(run, lab_host, scratch, how, script, error):
+    """A wrapper around the real oscap drops --oval-results, or cuts the OVAL results file
+    it wrote: the scan still succeeds, each failing rule's evidence says why it is empty."""
+    wrapper = "%s/oscap-%s" % (scratch, how)
+    lab_host.ssh("printf '#!/bin/sh\\n%s' > %s && chmod 0755 %s" % (script.replace("'", "'\\''"), wrapper, wrapper))
+    res = run({"rules": ["no_direct_root_logins", "package_telnetd_removed"], "evidence": True, "oscap_path": wrapper})
+    assert not res.get("failed"), res
+    assert res["rules"] == {R + "no_direct_root_logins": "fail", R + "package_telnetd_removed": "pass"}
+    assert res["oscap_rc"] == 2
+    assert list(res["evidence"]) == [R + "no_direct_root_logins"]
+    entry = res["evidence"][R + "no_direct_root_logins"]
+    assert entry["error"].startswith(error), entry
+    assert entry["tests"] == [] and entry["definition"] == "oval:ssg-no_direct_root_logins:def:1"

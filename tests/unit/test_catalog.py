@@ -1,6 +1,6 @@
-"""The datastream catalog, on the real SSG 0.1.76 Debian 12 datastream (and, where it has
-been unpacked, the SSG 0.1.65 RHEL 8/9 ones), plus a small hand-written datastream for the
-XCCDF selection rules the real content does not exercise."""
+"""The datastream catalog, on the real SSG 0.1.76 Debian 12 and RHEL 9 datastreams the lab
+keeps in its content directory (`make lab-build` fetches and verifies both), plus a small
+hand-written datastream for the XCCDF selection rules the real content does not exercise."""
 
 import os
 import time
@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from ansible_collections.scapforge.remediation.plugins.plugin_utils import task_gate
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.catalog import (
     Catalog,
     CatalogError,
@@ -17,35 +18,33 @@ from ansible_collections.scapforge.remediation.plugins.plugin_utils.catalog impo
 )
 
 DEBIAN12_SHA256 = "ed594d33cfd38c6bbb91f2283fee7fe436641d1176861b67a474e11bf445062c"
+# SSG 0.1.76 from Debian trixie's ssg-nondebian (lab/scapforge_lab.py pins the same digest)
+RHEL9_SHA256 = "94c2e4baf044ffa3b4b7068b138325f704020b3e9af1a9750bbd3806f78a134e"
 RULE = "xccdf_org.ssgproject.content_rule_"
 VALUE = "xccdf_org.ssgproject.content_value_"
 HIGH = "xccdf_org.ssgproject.content_profile_anssi_bp28_high"
-NONDEBIAN = "content/nondebian/usr/share/xml/scap/ssg/content/"
+STIG = "xccdf_org.ssgproject.content_profile_stig"
 
 
-def lab_home():
-    return Path(os.environ.get("SCAPFORGE_LAB_HOME", "/var/lib/scapforge-lab"))
+def lab_content():
+    """The lab's content directory: ``$SCAPFORGE_LAB_HOME/content`` (default
+    /var/lib/scapforge-lab/content), where ``lab/lab.py build`` writes the datastreams."""
+    return Path(os.environ.get("SCAPFORGE_LAB_HOME", "/var/lib/scapforge-lab")) / "content"
+
+
+def lab_datastream(name):
+    """Path of the datastream ``name`` in the lab's content directory. Fails (not skips)
+    when it is missing: `make test` and `make unit` run lab-build first."""
+    path = lab_content() / name
+    if not path.is_file():
+        pytest.fail("%s not found in %s: run `make lab-build`" % (name, lab_content()))
+    return path
 
 
 def debian12_datastream():
-    """Path of ssg-debian12-ds.xml: $SCAPFORGE_DATASTREAM, the lab's content copy, or the
-    unpacked .deb. Fails (not skips) when none exists: `make test` builds the lab first."""
-    candidates = [os.environ.get("SCAPFORGE_DATASTREAM"),
-                  lab_home() / "content" / "ssg-debian12-ds.xml",
-                  lab_home() / "content/x/usr/share/xml/scap/ssg/content/ssg-debian12-ds.xml"]
-    for path in candidates:
-        if path and Path(path).is_file():
-            return Path(path)
-    pytest.fail("ssg-debian12-ds.xml not found (set SCAPFORGE_DATASTREAM or run `make lab`)")
-
-
-def nondebian_datastream(name):
-    """An SSG 0.1.65 datastream from bookworm's ssg-nondebian, unpacked under the lab home
-    (optional content: the tests that need it skip without it)."""
-    path = Path(os.environ.get("SCAPFORGE_NONDEBIAN_CONTENT", lab_home() / NONDEBIAN)) / name
-    if not path.is_file():
-        pytest.skip("%s not unpacked (dpkg-deb -x ssg-nondebian_0.1.65-1_all.deb)" % name)
-    return path
+    """Path of ssg-debian12-ds.xml: $SCAPFORGE_DATASTREAM, else the lab's content copy."""
+    path = os.environ.get("SCAPFORGE_DATASTREAM")
+    return Path(path) if path else lab_datastream("ssg-debian12-ds.xml")
 
 
 @pytest.fixture(scope="module")
@@ -235,31 +234,78 @@ def test_missing_file(tmp_path):
         Catalog.from_path(tmp_path / "nope.xml")
 
 
-# ---------------------------------------------------------------- SSG 0.1.65 RHEL content
+# ---------------------------------------------------------------- SSG 0.1.76 RHEL 9 content
 
-def test_rhel9_stig_profile_and_cce():
-    cat = Catalog.from_path(nondebian_datastream("ssg-rhel9-ds.xml"))
-    assert cat.benchmark_version == "0.1.65"
-    stig = cat.profile("stig")
-    assert stig.title == "[DRAFT] DISA STIG for Red Hat Enterprise Linux 9"
-    assert len(stig.selected_rules) == 497
-    rule = cat.rule("sshd_disable_root_login")
+@pytest.fixture(scope="module")
+def rhel9():
+    return Catalog.from_path(lab_datastream("ssg-rhel9-ds.xml"))
+
+
+def test_rhel9_benchmark_and_stig_profile(rhel9):
+    assert rhel9.sha256 == RHEL9_SHA256
+    assert rhel9.benchmark_id == "xccdf_org.ssgproject.content_benchmark_RHEL-9"
+    assert rhel9.benchmark_version == "0.1.76"
+    assert len(rhel9.rules) == 1486
+    assert len(rhel9.profiles) == 19
+    assert rhel9.profiles[STIG] == "DISA STIG for Red Hat Enterprise Linux 9"
+    stig = rhel9.profile("stig")
+    assert stig is rhel9.profile(STIG)
+    assert "DISA STIG for Red Hat Enterprise Linux 9 V2R3" in stig.description
+    assert len(stig.selected_rules) == 493
+    assert len(set(stig.selected_rules)) == 493
+    assert len(rhel9.profile("stig_gui").selected_rules) == 489
+    assert len(stig.refine_values) == 54
+
+
+def test_rhel9_stig_fixes_and_reboot_metadata(rhel9):
+    selected = rhel9.profile("stig").selected_rules
+    with_fix = [r for r in selected if rhel9.rules[r].ansible_fix]
+    assert len(with_fix) == 454
+    assert sum(1 for r in with_fix if rhel9.rules[r].ansible_fix.reboot) == 91
+    # among the 39 without one: FIPS mode, partitioning, bootloader passwords
+    without = {rhel9.rules[r].short_id for r in selected if not rhel9.rules[r].ansible_fix}
+    assert len(without) == 39
+    assert {"enable_fips_mode", "partition_for_tmp", "grub2_password"} <= without
+
+
+def test_rhel9_stig_ids_and_cce(rhel9):
+    rule = rhel9.rule("sshd_disable_root_login")
+    assert rule.identifiers["stig_id"] == ("RHEL-09-255045",)
     assert rule.identifiers["cce"] == ("CCE-90800-4",)
-    # RHEL 9 STIG IDs (RHEL-09-xxxxxx) are not in 0.1.65 yet
-    assert not any(r.identifiers["stig_id"] for r in cat.rules.values())
-    assert sum(1 for r in cat.rules.values() if r.identifiers["cce"]) == 920
-    tasks = yaml.safe_load(cat.render_fix("accounts_umask_etc_login_defs", "stig"))
+    assert rhel9.rule("accounts_umask_etc_login_defs").identifiers["stig_id"] == ("RHEL-09-412065",)
+    selected = rhel9.profile("stig").selected_rules
+    with_stig_id = [r for r in selected if rhel9.rules[r].identifiers["stig_id"]]
+    assert len(with_stig_id) == 492
+    # the one selected rule without a STIG id of its own
+    assert sorted(set(selected) - set(with_stig_id)) == [RULE + "enable_authselect"]
+    assert all(s.startswith("RHEL-09-") and len(s) == len("RHEL-09-255045")
+               for r in with_stig_id for s in rhel9.rules[r].identifiers["stig_id"])
+    # only STIG-profile rules carry STIG ids
+    assert sum(1 for r in rhel9.rules.values() if r.identifiers["stig_id"]) == 492
+    assert sum(1 for r in rhel9.rules.values() if r.identifiers["cce"]) == 1072
+
+
+def test_rhel9_stig_values(rhel9):
+    tasks = yaml.safe_load(rhel9.render_fix("accounts_umask_etc_login_defs", "stig"))
     assert [t["set_fact"] for t in tasks if "set_fact" in t] == [{"var_accounts_user_umask": "077"}]
     # a Value without a selector-less <value>: the first one is the default (NISTIR-7275r4)
-    assert cat.value("var_removable_partition") == "/dev/cdrom"
+    assert rhel9.value("var_removable_partition") == "/dev/cdrom"
 
 
-def test_rhel8_stig_ids():
-    cat = Catalog.from_path(nondebian_datastream("ssg-rhel8-ds.xml"))
-    rule = cat.rule("sshd_disable_root_login")
-    assert rule.identifiers["stig_id"] == ("RHEL-08-010550",)
-    assert rule.identifiers["cce"] == ("CCE-80901-2",)
-    assert sum(1 for r in cat.rules.values() if r.identifiers["stig_id"]) == 397
+def test_rhel9_stig_fixes_pass_the_trusted_gate(rhel9):
+    # Every STIG fix, rendered with the profile's Values as the loop renders it, passes the
+    # gate as trusted vendor content; as LLM output the ones that template are refused.
+    untrusted = {}
+    for rid in rhel9.profile("stig").selected_rules:
+        if rhel9.rules[rid].ansible_fix is None:
+            continue
+        text = rhel9.render_fix(rid, "stig")
+        tasks = task_gate.parse_task_text(text, trusted=True, source=rid)
+        assert task_gate.validate(tasks, trusted=True) == [], rid
+        untrusted[rhel9.rules[rid].short_id] = task_gate.validate(yaml.safe_load(text), trusted=False)
+    assert len(untrusted) == 454
+    assert "Jinja templating is not allowed in untrusted tasks" in untrusted["accounts_umask_etc_login_defs"][0]
+    assert sum(bool(p) for p in untrusted.values()) == 291
 
 
 # ---------------------------------------------------------------- XCCDF selection rules

@@ -4,6 +4,7 @@ Covers the llm-output cases of /work/shared/cases/cases.yml (copied here so the 
 do not depend on that file), keyword/module/argument refusals, the untrusted-input rules,
 and every Ansible fix of the SSG Debian 12 datastream passing the trusted gate.
 """
+import os
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -14,7 +15,7 @@ from ansible_collections.scapforge.remediation.plugins.plugin_utils import task_
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.executor import (
     ExecutionReport, TaskListExecutor)
 
-DATASTREAM = Path("/var/lib/scapforge-lab/content/x/usr/share/xml/scap/ssg/content/ssg-debian12-ds.xml")
+DATASTREAM = Path(os.environ.get("SCAPFORGE_LAB_HOME", "/var/lib/scapforge-lab"), "content", "ssg-debian12-ds.xml")
 
 # cases.yml, kind llm-output (inputs verbatim)
 LLM_YAML_UNQUOTED_COLON = """\
@@ -222,8 +223,8 @@ def _vendor_fixes():
         yield fix.get("id"), "".join(parts)
 
 
-@pytest.mark.skipif(not DATASTREAM.is_file(), reason="SSG content not unpacked (make lab builds it)")
 def test_every_vendor_fix_passes_the_trusted_gate_and_is_refused_untrusted():
+    assert DATASTREAM.is_file(), "%s not found: run `make lab-build`" % DATASTREAM
     seen = 0
     untrusted = {}
     for rule, text in _vendor_fixes():

@@ -1,0 +1,270 @@
+"""The Worker phase of one host's run: per rule, attempt after attempt with the agents.
+
+The story of a rule the vendor fix did not remediate (or that has none), one step at a time
+as :func:`attempts.next_step` decides:
+
+1. a fresh check of the rule with its OVAL evidence (other fixes may have made it pass);
+2. the Architect writes a plan;
+3. the Worker answers tasks, or first asks for read-only probes (run on the host, their
+   output fenced as data and shown to it);
+4. the tasks pass the gate (untrusted: no Jinja, allowlisted modules, banned patterns, the
+   Reflector's banned patterns for this rule) or the attempt is refused, host untouched;
+5. they run under a checkpoint, the host's health is checked, OpenSCAP re-evaluates the rule;
+6. an attempt that did not pass is rolled back and the restore verified;
+7. the Reflector diagnoses it and proposes a lesson; after every N failed attempts or a
+   plateau the Architect is re-engaged: CONTINUE, PIVOT or ESCALATE (seed 001);
+8. until pass, a budget, a verdict or a meta-plateau ends the rule.
+"""
+
+from __future__ import annotations
+
+import time
+import typing as t
+
+import yaml
+
+from ansible_collections.scapforge.remediation.plugins.plugin_utils import attempts as A
+from ansible_collections.scapforge.remediation.plugins.plugin_utils import context, probes, task_gate
+from ansible_collections.scapforge.remediation.plugins.plugin_utils.executor import TaskListExecutor
+from ansible_collections.scapforge.remediation.plugins.plugin_utils.llm import LLMError
+
+#: probe rounds the Worker may take inside one attempt before it must answer tasks.
+PROBE_ROUNDS = 2
+#: a Reflector pattern shorter than this is too generic to refuse tasks by.
+MIN_BANNED_CHARS = 8
+#: patterns kept per rule (the newest).
+MAX_PATTERNS = 5
+
+
+class WorkerPhase:
+    """Works queued rules of one host with the agents; ``loop`` is the RemediationLoop (its
+    catalog, profile, scanner, events, checkpoints, health checks and stop state are used),
+    ``agents`` an ``agents.Agents`` or None when no endpoint is configured."""
+
+    def __init__(self, loop, agents, budget: A.Budget, ledger=None) -> None:
+        self.loop = loop
+        self.agents = agents
+        self.budget = budget
+        self.ledger = ledger
+        self.llm_down: str | None = None
+
+    # ------------------------------------------------------------------ the story
+    def run(self, item: A.WorkItem) -> None:
+        """Work ``item`` to an outcome (recorded through ``loop.finish_item``); never raises
+        for a host, gate or model failure."""
+        loop = self.loop
+        if self.agents is not None and not loop.stopped and not self.llm_down:
+            if not self._precheck(item):
+                return
+        while True:
+            left = self.ledger.left() if self.ledger is not None else float("inf")
+            step = A.next_step(item, self.budget, llm=self.agents is not None, now=time.monotonic(),
+                               run_tokens_left=left, llm_down=self.llm_down)
+            if step.kind == "finish":
+                return loop.finish_item(item, step.reason, step.detail)
+            if loop.stopped:
+                return loop.finish_item(item, "host_stopped", loop.stopped)
+            if loop.out_of_budget():
+                return loop.finish_item(item, "budget", "the run's time budget was spent")
+            if item.started is None:
+                item.started = time.monotonic()
+            try:
+                if step.kind == "plan":
+                    self._plan(item)
+                elif step.kind == "review":
+                    done = self._review(item)
+                    if done is not None:
+                        return loop.finish_item(item, done.reason, done.detail)
+                else:
+                    self._attempt(item)
+            except LLMError as exc:
+                self.llm_down = "the LLM endpoint failed (%s): %s" % (exc.kind, str(exc)[:300])
+                loop.events.emit("llm_down", rule=item.short_id, error_kind=exc.kind, msg=str(exc)[:300])
+
+    def _precheck(self, item: A.WorkItem) -> bool:
+        """Evaluate the rule now, with its OVAL evidence; finish it when it no longer fails.
+        Returns True when the Worker should go on."""
+        loop = self.loop
+        result, evidence = loop.evaluate(item.rule, evidence=True, label="precheck")
+        item.evidence = evidence
+        if result == "fail":
+            return True
+        if result == "pass":
+            loop.finish_item(item, "verified", "passes now, after the other rules' fixes")
+        else:
+            loop.finish_item(item, "verify_error", "oscap result before the Worker started: %s" % result)
+        return False
+
+    # ------------------------------------------------------------------ the agents
+    def _variables(self, item: A.WorkItem) -> dict:
+        rule = self.loop.catalog.rule(item.rule)
+        return {
+            "rule": {"id": rule.id, "short_id": rule.short_id, "title": rule.title, "severity": rule.severity,
+                     "category": rule.category, "identifiers": {k: list(v) for k, v in rule.identifiers.items()}},
+            "plan": item.plan or "",
+        }
+
+    def _plan(self, item: A.WorkItem) -> None:
+        loop = self.loop
+        sections, skipped = context.architect_sections(loop.catalog, item.rule, loop.profile.id, item, item.evidence)
+        reply = self.agents.ask("architect", item.short_id, None, sections, skipped,
+                                dict(self._variables(item), mode="plan"))
+        item.tokens += reply.tokens
+        plan = reply.answer.plan if reply.answer is not None else ""
+        if not plan:  # an unusable plan must not stop the Worker: it works from the rule alone
+            plan = "Make the OVAL check of %s pass, as the rule's description says." % item.short_id
+        item.plan = plan
+        item.plans.append(plan)
+        loop.events.emit("architect", rule=item.short_id, mode="plan", verdict="PLAN", plan=plan[:1000],
+                         tokens=reply.tokens, error=reply.error)
+
+    def _review(self, item: A.WorkItem) -> A.Step | None:
+        loop = self.loop
+        sections, skipped = context.architect_sections(loop.catalog, item.rule, loop.profile.id, item, item.evidence)
+        reply = self.agents.ask("architect", item.short_id, len(item.attempts), sections, skipped,
+                                dict(self._variables(item), mode="review"))
+        item.tokens += reply.tokens
+        if reply.answer is None or reply.answer.verdict not in ("CONTINUE", "PIVOT", "ESCALATE"):
+            verdict, plan = "CONTINUE", ""  # an unusable review keeps the plan; the meta-plateau still bounds it
+        else:
+            verdict, plan = reply.answer.verdict, reply.answer.plan
+        done = A.apply_review(item, verdict, plan)
+        loop.events.emit("architect", rule=item.short_id, attempt=len(item.attempts), mode="review",
+                         verdict=verdict, plan=(plan or item.plan or "")[:1000], review=item.reviews,
+                         plateau=A.plateau(item), tokens=reply.tokens, error=reply.error,
+                         outcome=done.reason if done else None)
+        return done
+
+    def _reflect(self, item: A.WorkItem, attempt: A.Attempt) -> None:
+        loop = self.loop
+        sections, skipped = context.reflector_sections(loop.catalog, item.rule, loop.profile.id, item, attempt)
+        reply = self.agents.ask("reflector", item.short_id, attempt.number, sections, skipped,
+                                dict(self._variables(item), attempt=attempt.number, verdict=attempt.verdict,
+                                     reason=attempt.reason))
+        item.tokens += reply.tokens
+        attempt.tokens += reply.tokens
+        if reply.answer is None:
+            loop.events.emit("reflection", rule=item.short_id, attempt=attempt.number, error=reply.error,
+                             tokens=reply.tokens)
+            return
+        ans = reply.answer
+        lesson = {"cue": ans.lesson.cue, "action": ans.lesson.action} if ans.lesson else None
+        attempt.reflection = {"diagnosis": ans.diagnosis, "lesson": lesson, "banned": list(ans.banned),
+                              "preferred": list(ans.preferred)}
+        item.banned = (item.banned + [p for p in ans.banned if p not in item.banned])[-MAX_PATTERNS:]
+        item.preferred = (item.preferred + [p for p in ans.preferred if p not in item.preferred])[-MAX_PATTERNS:]
+        # a lesson candidate: it stays a candidate until an outcome confirms it (memory issue)
+        loop.events.emit("reflection", rule=item.short_id, attempt=attempt.number, diagnosis=ans.diagnosis[:1000],
+                         lesson=lesson, banned=list(ans.banned), preferred=list(ans.preferred),
+                         status="candidate", tokens=reply.tokens)
+
+    # ------------------------------------------------------------------ one attempt
+    def _attempt(self, item: A.WorkItem) -> None:
+        loop = self.loop
+        started = time.monotonic()
+        attempt = item.new_attempt(A.WORKER)
+        loop.events.emit("attempt_start", rule=item.short_id, attempt=attempt.number, source=A.WORKER,
+                         plan=(item.plan or "")[:300])
+        tasks = self._ask_tasks(item, attempt)
+        if tasks is not None:
+            loop.run_attempt(item, attempt, tasks, trusted=False)
+            if not attempt.verdict:
+                loop.verify_one(item, attempt)
+            if A.needs_rollback(attempt):
+                loop.roll_back(item, attempt)
+        attempt.seconds = time.monotonic() - started
+        loop.events.emit("attempt_end", rule=item.short_id, attempt=attempt.number, **{
+            k: v for k, v in attempt.log_entry().items() if k != "attempt"})
+        terminal = attempt.verdict == A.PASSED or loop.stopped or attempt.reason == "probe_budget"
+        if not terminal and self.agents is not None:
+            self._reflect(item, attempt)
+
+    def _ask_tasks(self, item: A.WorkItem, attempt: A.Attempt) -> list | None:
+        """Ask the Worker until it answers tasks (running its probes in between, at most
+        PROBE_ROUNDS rounds and the rule's probe budget). Returns the task list, or None when
+        the attempt ended before anything could run (its verdict then says why)."""
+        loop = self.loop
+        outputs: list[str] = []
+        for round_no in range(PROBE_ROUNDS + 1):
+            sections, skipped = context.worker_sections(loop.catalog, item.rule, loop.profile.id, item,
+                                                        item.evidence, outputs)
+            limits = {"probes_left": max(0, self.budget.probes - item.probes) if self.budget.probes else 99,
+                      "attempts_left": max(0, self.budget.attempts - item.worker_attempts) if self.budget.attempts else 99}
+            reply = self.agents.ask("worker", item.short_id, attempt.number, sections, skipped,
+                                    dict(self._variables(item), attempt=attempt.number, limits=limits,
+                                         banned=item.banned, preferred=item.preferred))
+            item.tokens += reply.tokens
+            attempt.tokens += reply.tokens
+            if reply.answer is None:
+                return self._refuse(attempt, "the Worker's answer is unusable: %s" % reply.error)
+            answer = reply.answer
+            attempt.rationale = answer.rationale or ""
+            if answer.tasks is not None or answer.tasks_text is not None:
+                return self._tasks_of(item, attempt, answer)
+            if self.budget.probes and item.probes >= self.budget.probes:
+                return self._refuse(attempt, "the Worker asked for probes past the rule's budget (%d)"
+                                    % self.budget.probes, reason="probe_budget")
+            if round_no == PROBE_ROUNDS:
+                return self._refuse(attempt, "the Worker asked for probes %d times in one attempt without "
+                                    "answering tasks" % (PROBE_ROUNDS + 1))
+            outputs.extend(self._run_probes(item, attempt, answer.probes or []))
+        return None
+
+    def _refuse(self, attempt: A.Attempt, why: str, reason: str = "fix_refused") -> None:
+        attempt.gate = why
+        attempt.verdict, attempt.reason = A.REFUSED, reason
+        attempt.detail = why[:500]
+        return None
+
+    def _tasks_of(self, item: A.WorkItem, attempt: A.Attempt, answer) -> list | None:
+        """The answer's tasks as data: YAML text is parsed by Ansible's DataLoader (its
+        message names line and column, case llm-yaml-unquoted-colon); the Reflector's banned
+        patterns for this rule are refused by substring."""
+        if answer.tasks_text is not None:
+            attempt.tasks = answer.tasks_text
+            try:
+                tasks = task_gate.parse_task_text(answer.tasks_text, trusted=False, source="the Worker's answer")
+            except task_gate.TaskParseError as exc:
+                return self._refuse(attempt, "the Worker's tasks are not valid YAML: %s" % exc)
+        else:
+            tasks = answer.tasks
+        attempt.tasks = tasks
+        try:
+            text = yaml.safe_dump(tasks, default_flow_style=False, sort_keys=False)
+        except yaml.YAMLError as exc:
+            return self._refuse(attempt, "the Worker's tasks cannot be read as data: %s" % exc)
+        for pattern in item.banned:
+            if len(pattern) >= MIN_BANNED_CHARS and pattern in text:
+                return self._refuse(attempt, "the tasks repeat %r, which the Reflector banned for this rule" % pattern)
+        return tasks
+
+    def _run_probes(self, item: A.WorkItem, attempt: A.Attempt, specs: t.Sequence[t.Any]) -> list[str]:
+        """Run the Worker's read-only probes (within the budget) through the executor; return
+        their formatted, capped outputs. Each probe is an event and counts toward the budget."""
+        loop = self.loop
+        outputs = []
+        for spec in list(specs)[:max(0, self.budget.probes - item.probes) if self.budget.probes else len(specs)]:
+            item.probes += 1
+            label = _probe_label(spec)
+            attempt.probes.append(label)
+            try:
+                task = probes.probe_task(spec)
+            except (probes.ProbeRefused, TypeError, ValueError) as exc:
+                outputs.append("probe %s refused: %s" % (label, exc))
+                loop.events.emit("probe", rule=item.short_id, attempt=attempt.number, probe=label, refused=str(exc)[:300])
+                continue
+            executor = TaskListExecutor(loop.action, loop.task_vars, trusted=False, policy=loop.gate_policy)
+            report = executor.run([task], keep_results=True)
+            raw = report.results[0] if report.results else {"failed": True, "msg": report.refused or report.error}
+            text = probes.format_probe_result(spec, raw)
+            outputs.append("probe %s:\n%s" % (label, text))
+            loop.events.emit("probe", rule=item.short_id, attempt=attempt.number, probe=label, ok=report.ok,
+                             chars=len(text), refused=report.refused)
+        return outputs
+
+
+def _probe_label(spec: t.Any) -> str:
+    try:
+        return probes.probe_key(spec)
+    except Exception:
+        return str(spec)[:120]

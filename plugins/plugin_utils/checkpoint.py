@@ -1,0 +1,939 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Checkpoints: save what a fix may change on the target, put it back, prove it.
+
+Every remediation attempt must be undoable (DESIGN "One host, one run", step 4: checkpoint
+of what the tasks will touch). Before each task of a fix runs, the loop asks
+:func:`paths_touched` what the task can change, and :meth:`Checkpoint.cover` saves those
+paths on the target (first save of a path wins, so what is kept is the state before the
+attempt). A failed, ineffective or unhealthy attempt is undone with
+:meth:`Checkpoint.restore`, whose :class:`RestoreResult` says whether the host now matches
+the checkpoint (digests and metadata read back on the target).
+
+Providers: ``files`` (:class:`FilesProvider`) runs the target-side module
+``scapforge.remediation.checkpoint`` on the action plugin's own connection. The interface
+(:class:`CheckpointProvider`, :class:`Checkpoint`) is meant for more: ACL/xattr/SELinux
+labels, a ``command`` provider (a saved ``sysctl -a``, a package list) and a ``lab``
+provider (snapshot of a lab host's layer).
+
+What a checkpoint does not cover is said, never hidden: ``Checkpoint.uncovered`` (paths the
+target could not save, with why) and ``Touched.unknown`` (changes that are not files at all:
+packages, service state, runtime kernel parameters). The caller decides what to do about them.
+"""
+from __future__ import annotations
+
+import abc
+import dataclasses
+import posixpath
+import re
+import shlex
+import time
+import typing as t
+
+from ansible.errors import AnsibleError
+from ansible.module_utils.parsing.convert_bool import boolean
+
+MODULE = 'scapforge.remediation.checkpoint'
+DEFAULT_ROOT = '/var/lib/scapforge/checkpoints'
+ID_RE = re.compile(r'^[A-Za-z0-9._-]{1,128}$')
+
+
+class CheckpointError(Exception):
+    """A checkpoint operation that could not be done (module failure, connection lost,
+    bad id, a checkpoint already restored). ``kind``: the module's ``error_kind`` when it
+    gave one (``missing``, ``exists``, ``root_unsafe``, ``corrupt``, ``io_error``,
+    ``bad_id``), ``connection`` or ``closed``; else None."""
+
+    def __init__(self, msg: str, kind: str | None = None):
+        super().__init__(msg)
+        self.kind = kind
+
+
+@dataclasses.dataclass
+class RestoreResult:
+    """Outcome of one restore.
+
+    verified: the host matches the checkpoint again (kind, mode, uid, gid, sha256, symlink
+      target and directory entries of every saved path, re-read after the restore).
+    restored: paths written back or whose owner/mode was put back.
+    removed: paths deleted (absent when saved, or new entries of a saved directory).
+    mismatches: "path: what differs" for everything that still differs (empty when verified).
+    seconds: wall-clock seconds of the restore on the controller (module call included).
+    detail: one human line (counts, what was never covered, why it failed).
+    """
+
+    verified: bool
+    restored: list = dataclasses.field(default_factory=list)
+    removed: list = dataclasses.field(default_factory=list)
+    mismatches: list = dataclasses.field(default_factory=list)
+    seconds: float = 0.0
+    detail: str = ''
+
+    def to_dict(self) -> dict:
+        """A plain JSON-serialisable dict of the fields above."""
+        return dataclasses.asdict(self)
+
+
+class Checkpoint(abc.ABC):
+    """One undo record on one host, filled task by task.
+
+    id: the checkpoint id ([A-Za-z0-9._-]+); provider: the provider's name.
+    covered: paths saved (or covered by a saved parent), in the order they were covered.
+    uncovered: path -> why it could not be saved (not restorable by this checkpoint).
+    """
+
+    def __init__(self, checkpoint_id: str, provider: str):
+        self.id = checkpoint_id
+        self.provider = provider
+        self.covered: list[str] = []
+        self.uncovered: dict[str, str] = {}
+
+    @abc.abstractmethod
+    def cover(self, paths: t.Iterable[str], shallow: t.Iterable[str] = ()) -> list[str]:
+        """Save the paths not covered yet; return the paths newly covered by this call.
+
+        shallow: paths whose directory is to be saved without its entries (see
+        :attr:`Touched.shallow`). Raises CheckpointError when the save itself failed (then
+        the task must not run)."""
+
+    @abc.abstractmethod
+    def restore(self) -> RestoreResult:
+        """Put everything covered back and verify it. Never raises for a target-side failure:
+        that is ``verified=False`` with the reason in ``detail``."""
+
+    @abc.abstractmethod
+    def discard(self) -> None:
+        """Drop the checkpoint (the attempt is kept). Raises CheckpointError on failure."""
+
+    def to_dict(self) -> dict:
+        """For events: id, provider, covered, uncovered."""
+        return {'id': self.id, 'provider': self.provider, 'covered': list(self.covered),
+                'uncovered': dict(self.uncovered)}
+
+
+class CheckpointProvider(abc.ABC):
+    """Makes checkpoints of one kind on one host. ``name`` is the key in :data:`PROVIDERS`."""
+
+    name: str = ''
+
+    @abc.abstractmethod
+    def open(self, checkpoint_id: str) -> Checkpoint:
+        """A new, empty checkpoint (nothing runs on the target until the first cover)."""
+
+
+def _check_id(checkpoint_id: str) -> str:
+    if not isinstance(checkpoint_id, str) or not ID_RE.match(checkpoint_id) or not checkpoint_id.strip('.'):
+        raise CheckpointError('checkpoint id %r: use 1 to 128 of A-Z a-z 0-9 . _ - (not only dots)' % (checkpoint_id,),
+                              'bad_id')
+    return checkpoint_id
+
+
+class FilesProvider(CheckpointProvider):
+    """Checkpoints of files, directories and symlinks, kept on the target by the module
+    ``scapforge.remediation.checkpoint`` (run through ``action._execute_module`` on the
+    action's own connection and become, as :mod:`.scanner` runs oscap_eval).
+
+    action: the running ActionBase; task_vars: its task vars. root: directory of the
+    checkpoints on the target. options: extra module options for every save (max_file_bytes,
+    max_total_bytes, max_entries, link_targets).
+
+    In check mode (the calling task's) the module changes nothing: cover() reports what it
+    would save, restore() is a verified no-op.
+    """
+
+    name = 'files'
+
+    def __init__(self, action, task_vars: dict, root: str = DEFAULT_ROOT, options: dict | None = None):
+        self.action = action
+        self.task_vars = task_vars or {}
+        self.root = root
+        self.options = dict(options or {})
+
+    @property
+    def check_mode(self) -> bool:
+        return bool(getattr(self.action._task, 'check_mode', False))
+
+    def open(self, checkpoint_id: str) -> 'FilesCheckpoint':
+        return FilesCheckpoint(self, _check_id(checkpoint_id))
+
+    def run_module(self, args: dict) -> tuple[dict, float]:
+        """Run the module with ``args`` (root added); return (result, controller seconds).
+
+        Raises CheckpointError (with the module's error_kind) when it failed or the host
+        could not be reached."""
+        args = dict(args, root=self.root)
+        started = time.monotonic()
+        try:
+            result = self.action._execute_module(module_name=MODULE, module_args=args, task_vars=self.task_vars,
+                                                 wrap_async=False)
+        except AnsibleError as ex:
+            raise CheckpointError('checkpoint %s %s: %s' % (args.get('id'), args.get('state'), ex), 'connection')
+        seconds = round(time.monotonic() - started, 3)
+        if result.get('unreachable'):
+            raise CheckpointError('checkpoint %s %s: host unreachable: %s' % (args.get('id'), args.get('state'),
+                                                                              result.get('msg')), 'connection')
+        if result.get('failed'):
+            msg = result.get('msg') or result.get('module_stderr') or 'module failed'
+            raise CheckpointError('checkpoint %s %s: %s' % (args.get('id'), args.get('state'), msg),
+                                  result.get('error_kind'))
+        return result, seconds
+
+
+class FilesCheckpoint(Checkpoint):
+    """A :class:`Checkpoint` of the ``files`` provider. ``calls`` lists every module call
+    (state, seconds on the controller, elapsed on the target) for events and timings."""
+
+    def __init__(self, provider: FilesProvider, checkpoint_id: str):
+        super().__init__(checkpoint_id, provider.name)
+        self._provider = provider
+        self._full: set[str] = set()       # covered with entries (or not a directory)
+        self._shallow: set[str] = set()    # covered without entries
+        self._containers: set[str] = set()  # saved directories and absent paths: cover all below
+        self._saved = False                 # a save call succeeded (the checkpoint exists on the target)
+        self._closed = False
+        self.calls: list[dict] = []
+
+    def _known(self, path: str, shallow: bool) -> bool:
+        if path in self.uncovered or path in self._full or (shallow and path in self._shallow):
+            return True
+        return any(parent in self._containers for parent in _parents(path))
+
+    def _call(self, args: dict) -> dict:
+        result, seconds = self._provider.run_module(dict(args, id=self.id))
+        self.calls.append({'state': args['state'], 'seconds': seconds, 'target_seconds': result.get('elapsed')})
+        return result
+
+    def cover(self, paths: t.Iterable[str], shallow: t.Iterable[str] = ()) -> list[str]:
+        if self._closed:
+            raise CheckpointError('checkpoint %s was already restored or discarded; open a new one' % self.id, 'closed')
+        want_full, want_shallow = [], []
+        for bucket, values, is_shallow in ((want_full, paths, False), (want_shallow, shallow, True)):
+            for value in values:
+                try:
+                    path = normalise_path(value)
+                except ValueError as ex:
+                    self.uncovered[str(value)] = str(ex)
+                    continue
+                if not self._known(path, is_shallow) and path not in want_full and path not in bucket:
+                    bucket.append(path)
+        want_shallow = [p for p in want_shallow if p not in want_full]
+        if not want_full and not want_shallow:
+            return []
+        result = self._call({'state': 'save', 'paths': want_full, 'shallow': want_shallow,
+                             'fresh': not self._saved, **self._provider.options})
+        if not self._provider.check_mode:
+            self._saved = True
+        kinds = result.get('kinds') or {}
+        shallow_dirs = set(result.get('shallow') or [])
+        # directories saved with their entries, and absent paths, cover everything below them
+        self._containers |= {p for p, kind in kinds.items() if kind in ('dir', 'absent') and p not in shallow_dirs}
+        self._containers |= set((result.get('within') or {}).values())
+        uncovered = result.get('uncovered') or {}
+        resolved = result.get('resolved') or {}
+        done = set(result.get('saved') or []) | set(result.get('already') or []) | set(result.get('within') or {})
+        newly = []
+        for path in want_full + want_shallow:
+            if path in uncovered or path not in done:
+                continue
+            newly.append(path)
+            for covered in (path, resolved.get(path)):
+                if covered:
+                    (self._full if path in want_full else self._shallow).add(covered)
+                    if covered not in self.covered:
+                        self.covered.append(covered)
+        for link, target in (result.get('link_targets') or {}).items():
+            (self._full if link in self._full else self._shallow).add(target)
+            if target not in self.covered:
+                self.covered.append(target)
+        self.uncovered.update(uncovered)
+        return newly
+
+    def restore(self) -> RestoreResult:
+        if self._provider.check_mode:
+            return RestoreResult(True, detail='check mode: nothing was changed, nothing to restore')
+        if not self._saved:
+            return RestoreResult(True, detail='nothing was saved, nothing to restore' + self._uncovered_note())
+        started = time.monotonic()
+        try:
+            result = self._call({'state': 'restore', 'discard_after': True})
+        except CheckpointError as ex:
+            return RestoreResult(False, seconds=round(time.monotonic() - started, 3),
+                                 detail='restore failed: %s' % ex)
+        seconds = round(time.monotonic() - started, 3)
+        restored = list(result.get('restored') or [])
+        removed = list(result.get('removed') or [])
+        mismatches = list(result.get('mismatches') or [])
+        verified = bool(result.get('verified')) and not mismatches
+        detail = 'restored %d, removed %d' % (len(restored), len(removed))
+        if verified:
+            detail += ', verified'
+            self._closed = True
+        else:
+            detail += '; %d mismatch(es), checkpoint kept at %s' % (len(mismatches), result.get('checkpoint_dir'))
+        detail += self._uncovered_note()
+        return RestoreResult(verified, restored, removed, mismatches, seconds, detail)
+
+    def _uncovered_note(self) -> str:
+        if not self.uncovered:
+            return ''
+        items = ['%s (%s)' % (p, why) for p, why in sorted(self.uncovered.items())]
+        return '; never covered: ' + ', '.join(items)
+
+    def discard(self) -> None:
+        if self._saved and not self._closed and not self._provider.check_mode:
+            self._call({'state': 'discard'})
+        self._closed = True
+
+    def to_dict(self) -> dict:
+        out = super().to_dict()
+        out['calls'] = list(self.calls)
+        return out
+
+
+PROVIDERS: dict[str, type[CheckpointProvider]] = {'files': FilesProvider}
+
+
+# ====================================================================== what a task touches
+
+@dataclasses.dataclass
+class Touched:
+    """What one task can change on the target, as far as the checkpoint can capture it.
+
+    paths: absolute, normalised paths to save in full (a directory with all its entries).
+    unknown: why some of what the task changes cannot be captured as files ("packages
+      (ansible.builtin.apt)", "service state (ansible.builtin.systemd)"), '; '-joined; None
+      when the paths say it all.
+    read_only: the task changes nothing on the target (facts, probes); nothing to save.
+    shallow: directories whose own kind/mode/owner the task changes, but not their entries
+      (``file: state=directory`` without recurse): save and restore them without entries.
+    heuristic: the paths were guessed from a command line (command/shell); the command may
+      change files it does not name.
+    """
+
+    paths: list = dataclasses.field(default_factory=list)
+    unknown: str | None = None
+    read_only: bool = False
+    shallow: list = dataclasses.field(default_factory=list)
+    heuristic: bool = False
+
+
+def normalise_path(value: t.Any) -> str:
+    """An absolute, normalised POSIX path ('//x', '/a/../b', trailing '/' folded).
+
+    Raises ValueError when value is not a str, is relative, or depends on the target's
+    environment (``~``, ``$VAR``), which the controller cannot resolve."""
+    if not isinstance(value, str) or not value:
+        raise ValueError('not a path: %r' % (value,))
+    if '\x00' in value:
+        raise ValueError('path contains a NUL byte')
+    if value.startswith('~') or '$' in value:
+        raise ValueError('path %s depends on the target environment (~ or $VAR)' % value)
+    if not value.startswith('/'):
+        raise ValueError('path %s is not absolute' % value)
+    path = posixpath.normpath(value)
+    if path.startswith('//'):
+        path = '/' + path.lstrip('/')
+    return path
+
+
+def _parents(path: str) -> list[str]:
+    out = []
+    parent = posixpath.dirname(path)
+    while parent not in ('/', ''):
+        out.append(parent)
+        parent = posixpath.dirname(parent)
+    return out
+
+
+def _flag(args: dict, key: str, default: bool) -> bool:
+    value = args.get(key, default)
+    if value is None:
+        return default
+    try:
+        return boolean(value, strict=True)
+    except TypeError:
+        return default
+
+
+def _first(args: dict, keys: t.Sequence[str]) -> t.Any:
+    for key in keys:
+        if args.get(key) is not None:
+            return args[key]
+    return None
+
+
+class _Collector:
+    """Accumulates a Touched: paths, shallow paths and unknown reasons, deduplicated in order."""
+
+    def __init__(self, module: str):
+        self.module = module
+        self.paths: list[str] = []
+        self.shallow: list[str] = []
+        self.unknown: list[str] = []
+        self.heuristic = False
+
+    def add(self, value: t.Any, option: str, shallow: bool = False) -> None:
+        if value is None:
+            self.note('%s: no %s given' % (self.module, option))
+            return
+        try:
+            path = normalise_path(value)
+        except ValueError as ex:
+            self.note('%s %s: %s' % (self.module, option, ex))
+            return
+        bucket = self.shallow if shallow else self.paths
+        if path not in bucket:
+            bucket.append(path)
+
+    def note(self, why: str) -> None:
+        if why not in self.unknown:
+            self.unknown.append(why)
+
+    def touched(self) -> Touched:
+        shallow = [p for p in self.shallow if p not in self.paths]
+        return Touched(paths=self.paths, unknown='; '.join(self.unknown) or None, shallow=shallow,
+                       heuristic=self.heuristic)
+
+
+Handler = t.Callable[[str, dict], Touched]
+_PATH_KEYS = ('path', 'dest', 'destfile', 'name')
+ACCOUNT_FILES = ('/etc/passwd', '/etc/shadow', '/etc/group', '/etc/gshadow')
+GROUP_FILES = ('/etc/group', '/etc/gshadow')
+
+
+def _edit_file(keys: t.Sequence[str] = _PATH_KEYS) -> Handler:
+    """lineinfile, blockinfile, replace, ini_file, assemble: one file named by the first of ``keys``."""
+    def handler(module: str, args: dict) -> Touched:
+        c = _Collector(module)
+        c.add(_first(args, keys), keys[0])
+        return c.touched()
+    return handler
+
+
+def _copy(module: str, args: dict) -> Touched:
+    """copy/template: ``dest``; a dest ending in '/' is a directory, and the file (or, for
+    copy, a directory without trailing '/') lands at dest/basename(src)."""
+    c = _Collector(module)
+    dest, src = args.get('dest'), args.get('src')
+    if isinstance(dest, str) and dest.endswith('/') and isinstance(src, str) and src and not src.endswith('/'):
+        dest = dest + posixpath.basename(src)
+    c.add(dest, 'dest')
+    return c.touched()
+
+
+def _file(module: str, args: dict) -> Touched:
+    """file: path/dest/name. absent, link, hard and recurse can change what is below a
+    directory (saved in full); directory, touch, file and attribute changes only change the
+    path itself (saved shallow: a directory's own kind/mode/owner)."""
+    c = _Collector(module)
+    state = args.get('state')
+    full = state in ('absent', 'link', 'hard') or _flag(args, 'recurse', False)
+    c.add(_first(args, ('path', 'dest', 'name')), 'path', shallow=not full)
+    return c.touched()
+
+
+def _unarchive(module: str, args: dict) -> Touched:
+    """unarchive: the ``dest`` directory, in full (the archive's files land below it)."""
+    c = _Collector(module)
+    c.add(args.get('dest'), 'dest')
+    return c.touched()
+
+
+def _cron(module: str, args: dict) -> Touched:
+    """cron: ``cron_file`` (relative: under /etc/cron.d, as the module does); without it the
+    user's crontab, written through crontab(1) in a spool that differs by distribution: unknown."""
+    c = _Collector(module)
+    cron_file = args.get('cron_file')
+    if cron_file:
+        if isinstance(cron_file, str) and not cron_file.startswith('/') and not cron_file.startswith('~'):
+            cron_file = '/etc/cron.d/' + cron_file
+        c.add(cron_file, 'cron_file')
+    else:
+        c.note('crontab of user %s (%s without cron_file)' % (args.get('user') or 'the remote user', module))
+    return c.touched()
+
+
+def _user(module: str, args: dict) -> Touched:
+    """user: the account files, plus /etc/subuid and /etc/subgid (useradd on Debian 12 adds
+    subordinate ids). shadow-utils' own backups (/etc/passwd- ...) are left: they hold the
+    pre-change copy anyway. A home directory (create_home, default true, move_home) is
+    covered when ``home`` is given, else unknown; remove and generate_ssh_key are unknown."""
+    c = _Collector(module)
+    for path in ACCOUNT_FILES + ('/etc/subuid', '/etc/subgid'):
+        c.add(path, 'account file')
+    name = _first(args, ('name', 'user')) or '?'
+    if args.get('state', 'present') == 'absent':
+        if _flag(args, 'remove', False):
+            c.note('home directory and mail spool of user %s removed (remove)' % name)
+        return c.touched()
+    if _flag(args, 'create_home', _flag(args, 'createhome', True)) or _flag(args, 'move_home', False):
+        if args.get('home'):
+            c.add(args['home'], 'home')
+        else:
+            c.note('home directory of user %s (create_home/move_home without home)' % name)
+    if _flag(args, 'move_home', False):
+        c.note('previous home directory of user %s (move_home)' % name)
+    if _flag(args, 'generate_ssh_key', False):
+        c.note('SSH key of user %s (generate_ssh_key)' % name)
+    return c.touched()
+
+
+def _group(module: str, args: dict) -> Touched:
+    c = _Collector(module)
+    for path in GROUP_FILES:
+        c.add(path, 'group file')
+    return c.touched()
+
+
+def _sysctl(module: str, args: dict) -> Touched:
+    """ansible.posix.sysctl: ``sysctl_file`` (default /etc/sysctl.conf); with reload (default
+    true) or sysctl_set the running kernel's value changes too: unknown."""
+    c = _Collector(module)
+    c.add(args.get('sysctl_file') or '/etc/sysctl.conf', 'sysctl_file')
+    if _flag(args, 'reload', True) or _flag(args, 'sysctl_set', False):
+        c.note('runtime value of kernel parameter %s (%s reload)' % (_first(args, ('name', 'key')) or '?', module))
+    return c.touched()
+
+
+def _mount(module: str, args: dict) -> Touched:
+    """ansible.posix.mount: ``fstab`` (default /etc/fstab, ignored by ephemeral); mounted,
+    unmounted, remounted, ephemeral and absent change what is mounted: unknown. The mount
+    point itself is not saved (when mounted, it is another filesystem's root)."""
+    c = _Collector(module)
+    state = args.get('state')
+    if state not in ('ephemeral', 'unmounted', 'remounted'):
+        c.add(args.get('fstab') or '/etc/fstab', 'fstab')
+    if state in ('mounted', 'unmounted', 'remounted', 'ephemeral', 'absent'):
+        c.note('mount state of %s (%s state=%s)' % (_first(args, ('path', 'name')) or '?', module, state))
+    return c.touched()
+
+
+def _authorized_key(module: str, args: dict) -> Touched:
+    """ansible.posix.authorized_key: ``path`` when given (and its directory, shallow, which
+    manage_dir creates or chmods); else the user's ~/.ssh/authorized_keys: unknown."""
+    c = _Collector(module)
+    path = args.get('path')
+    if path:
+        c.add(path, 'path')
+        if _flag(args, 'manage_dir', True) and isinstance(path, str) and path.startswith('/'):
+            c.add(posixpath.dirname(normalise_path(path)), 'path directory', shallow=True)
+    else:
+        c.note('authorized_keys of user %s (%s without path)' % (args.get('user') or '?', module))
+    return c.touched()
+
+
+def _joined(dir_key: str, default_dir: str, option: str) -> Handler:
+    """pamd (path + name), sudoers (sudoers_path + name): a file in a directory."""
+    def handler(module: str, args: dict) -> Touched:
+        c = _Collector(module)
+        name = args.get('name')
+        if not isinstance(name, str) or not name or '/' in name:
+            c.note('%s: name %r does not name a file' % (module, name))
+            return c.touched()
+        c.add(posixpath.join(args.get(dir_key) or default_dir, name), option)
+        return c.touched()
+    return handler
+
+
+def _kernel_blacklist(module: str, args: dict) -> Touched:
+    c = _Collector(module)
+    c.add(args.get('blacklist_file') or '/etc/modprobe.d/blacklist-ansible.conf', 'blacklist_file')
+    return c.touched()
+
+
+def _unknown(what: str) -> Handler:
+    def handler(module: str, args: dict) -> Touched:
+        return Touched(unknown='%s (%s)' % (what, module))
+    return handler
+
+
+# ---------------------------------------------------------------------- command and shell
+
+# Executables are not what a fix edits (brief: these prefixes are left out of the paths).
+_PROGRAM_DIRS = ('/bin/', '/sbin/', '/usr/bin/', '/usr/sbin/', '/usr/local/bin/')
+# Tokens naming these are never files a fix edits (the module would refuse them anyway).
+_VIRTUAL = ('/dev/', '/proc/', '/sys/')
+# Directories other processes keep writing to: saved shallow, never policed entry by entry.
+VOLATILE_DIRS = ('/tmp', '/var/tmp', '/dev/shm', '/run', '/var/run', '/var/log', '/var/cache', '/var/spool')
+_OPERATORS = frozenset(('&&', '||', ';', '|', '&', '(', ')', '|&', ';;', '\n', '{', '}'))
+_REDIRECTS = frozenset(('>', '>>', '<', '<<', '<<<', '>|', '&>', '&>>', '<>', '>&', '<&'))
+_KEYWORDS = frozenset(('if', 'then', 'else', 'elif', 'fi', 'do', 'done', 'while', 'until', 'case', 'esac', '!',
+                       'time'))
+_PREFIXES = frozenset(('sudo', 'nohup', 'exec', 'nice', 'ionice', 'stdbuf', 'timeout', 'env', 'command'))
+_PATH_TOKEN = re.compile(r'^/[^\s\'"`$(){}<>|;&!\\^]*$')
+_GLOB = re.compile(r'[*?\[]')
+_VAR_PATH = re.compile(r'(^\$\{?[A-Za-z_]|/\$\{?[A-Za-z_]|^~)')
+
+# Programs that only read (the source: the probes of the SSG Debian 12 fixes: find, grep,
+# awk, findmnt, systemctl list-unit-files...). A guard refuses the call when an option makes it write.
+_READ_ONLY = frozenset((
+    'cat', 'grep', 'egrep', 'fgrep', 'zgrep', 'head', 'tail', 'wc', 'cut', 'tr', 'stat', 'test', '[', 'ls', 'id',
+    'getent', 'readlink', 'realpath', 'basename', 'dirname', 'uname', 'echo', 'printf', 'true', 'false', 'findmnt',
+    'lsblk', 'dpkg-query', 'set', 'which', 'type', 'lsattr', 'getfacl', 'md5sum', 'sha1sum', 'sha256sum',
+    'sha512sum', 'diff', 'cmp', 'pgrep', 'ps', 'whoami', 'date', 'hostname', 'aa-status', 'aa-unconfined', 'sort',
+    'uniq', 'sed', 'awk', 'gawk', 'mawk', 'find', 'sysctl', 'rpm', 'dpkg', 'systemctl', 'auditctl', 'sshd',
+))
+_SYSTEMCTL_READ = frozenset(('is-active', 'is-enabled', 'is-failed', 'show', 'status', 'cat', 'list-units',
+                             'list-unit-files', 'list-dependencies', 'list-sockets', 'list-timers', 'get-default'))
+_RPM_WRITES = frozenset(('--install', '--upgrade', '--freshen', '--erase', '--import', '--setperms', '--setugids',
+                         '--restore', '--rebuilddb', '--initdb'))
+_FIND_WRITES = frozenset(('-exec', '-execdir', '-ok', '-okdir', '-delete', '-fprint', '-fprint0', '-fprintf', '-fls'))
+
+# Programs whose effect is known: (paths they write, what they change that is not a file).
+_ACCOUNT_TOOLS = frozenset(('passwd', 'chpasswd', 'chage', 'usermod', 'useradd', 'userdel', 'gpasswd', 'groupadd',
+                            'groupmod', 'groupdel', 'pwconv', 'grpconv', 'chsh', 'chfn'))
+_EFFECTS: dict[str, tuple[tuple[str, ...], str | None]] = {
+    'update-grub': (('/boot/grub/grub.cfg',), None),
+    'grubby': ((), 'boot loader entries'),
+    'newaliases': (('/etc/aliases.db',), None),
+    'aideinit': (('/var/lib/aide',), None),
+    'dconf': (('/etc/dconf/db',), None),
+    'update-crypto-policies': (('/etc/crypto-policies',), None),
+    'authselect': (('/etc/authselect', '/etc/pam.d', '/etc/nsswitch.conf'), None),
+    'update-alternatives': (('/etc/alternatives', '/var/lib/dpkg/alternatives'), None),
+    'augenrules': (('/etc/audit/audit.rules',), None),
+    'service': ((), 'service state'),
+    'apt': ((), 'packages'), 'apt-get': ((), 'packages'), 'aptitude': ((), 'packages'), 'dnf': ((), 'packages'),
+    'yum': ((), 'packages'), 'pip': ((), 'packages'), 'pip3': ((), 'packages'), 'snap': ((), 'packages'),
+    'modprobe': ((), 'loaded kernel modules'), 'rmmod': ((), 'loaded kernel modules'),
+    'insmod': ((), 'loaded kernel modules'),
+    'mount': ((), 'mount state'), 'umount': ((), 'mount state'), 'swapon': ((), 'mount state'),
+    'swapoff': ((), 'mount state'),
+    'apparmor_parser': ((), 'loaded AppArmor profiles'), 'aa-enforce': ((), 'loaded AppArmor profiles'),
+    'aa-complain': ((), 'loaded AppArmor profiles'), 'aa-disable': ((), 'loaded AppArmor profiles'),
+    'crontab': ((), 'user crontab'),
+    'setsebool': ((), 'SELinux policy'), 'semanage': ((), 'SELinux policy'), 'restorecon': ((), 'SELinux labels'),
+    'chcon': ((), 'SELinux labels'), 'setfiles': ((), 'SELinux labels'),
+    'chattr': ((), 'file attributes'), 'setfacl': ((), 'ACLs'), 'setfattr': ((), 'extended attributes'),
+    'kill': ((), 'processes'), 'pkill': ((), 'processes'), 'killall': ((), 'processes'),
+    'reboot': ((), 'system state'), 'shutdown': ((), 'system state'), 'halt': ((), 'system state'),
+    'poweroff': ((), 'system state'), 'init': ((), 'system state'), 'telinit': ((), 'system state'),
+    'hostnamectl': ((), 'system settings'), 'timedatectl': ((), 'system settings'),
+    'localectl': ((), 'system settings'),
+    'iptables': ((), 'firewall state'), 'ip6tables': ((), 'firewall state'), 'nft': ((), 'firewall state'),
+    'ufw': ((), 'firewall state'), 'firewall-cmd': ((), 'firewall state'),
+    'xargs': ((), 'arguments built at run time'),
+    'chroot': ((), 'a command run in another root'),
+}
+
+
+def _tokens(text: str) -> list[str]:
+    """Shell words and operators of ``text`` (shlex, POSIX rules); newlines are operators."""
+    lex = shlex.shlex(text.replace('\\\n', ' '), posix=True, punctuation_chars='();<>|&\n')
+    lex.whitespace = ' \t\r'
+    lex.whitespace_split = True
+    lex.commenters = ''
+    return list(lex)
+
+
+def _segments(tokens: list[str]) -> list[list[str]]:
+    """Simple commands: tokens split at operators, shell keywords and leading assignments dropped."""
+    out, cur = [], []
+    for tok in tokens + [';']:
+        if tok in _OPERATORS:
+            while cur and (cur[0] in _KEYWORDS or re.match(r'^[A-Za-z_][A-Za-z0-9_]*=', cur[0])):
+                cur.pop(0)
+            if cur:
+                out.append(cur)
+            cur = []
+        else:
+            cur.append(tok)
+    return out
+
+
+def _program(seg: list[str]) -> tuple[str, list[str]]:
+    """(program basename, its arguments), looking through sudo/env/timeout/nice... prefixes."""
+    i = 0
+    while i < len(seg):
+        name = posixpath.basename(seg[i])
+        if name == 'command' and i + 1 < len(seg) and seg[i + 1] in ('-v', '-V'):
+            return 'type', seg[i + 1:]
+        if name in _PREFIXES:
+            i += 1
+            if name == 'sudo':
+                while i + 1 < len(seg) and seg[i] in ('-u', '-g', '-C', '-D', '-h', '-p', '-r', '-t', '-U'):
+                    i += 2
+            while i < len(seg) and (seg[i].startswith('-') or re.match(r'^[A-Za-z_][A-Za-z0-9_]*=', seg[i])
+                                    or (name in ('timeout', 'nice') and re.match(r'^[0-9.]+[smhd]?$', seg[i]))):
+                i += 1
+            continue
+        return name, seg[i + 1:]
+    return '', []
+
+
+def _segment_read_only(prog: str, args: list[str], redirect_targets: list[str]) -> bool:
+    """Whether a simple command only reads (conservative: unknown options make it a writer)."""
+    if any(target not in ('/dev/null', '&1', '&2', '1', '2') for target in redirect_targets):
+        return False
+    if prog not in _READ_ONLY:
+        return False
+    if prog == 'find':
+        return not any(a in _FIND_WRITES for a in args)
+    if prog == 'sed':
+        return not any(a == '-i' or a.startswith(('-i', '--in-place')) or re.search(r'(^|[;}/\s])[wWe]\s', a)
+                       for a in args)
+    if prog in ('awk', 'gawk', 'mawk'):
+        return not any('system' in a or re.search(r'print[f]?[^;}]*[>|]', a) or a.startswith('-i') for a in args)
+    if prog == 'sort':
+        return not any(a == '-o' or a.startswith(('-o', '--output')) for a in args)
+    if prog == 'uniq':
+        return len([a for a in args if not a.startswith('-')]) <= 1
+    if prog == 'sysctl':
+        return not any(a in ('-w', '-p', '--system', '--load', '--write') or a.startswith('-p') or '=' in a
+                       for a in args)
+    if prog == 'rpm':
+        return any(a.startswith(('-q', '--query', '-V', '--verify')) for a in args) and not any(
+            a in _RPM_WRITES or re.match(r'^-[iUFe]', a) for a in args)
+    if prog == 'dpkg':
+        return bool(args) and args[0] in ('-l', '-s', '-L', '-S', '--list', '--status', '--listfiles', '--search',
+                                          '--get-selections', '--print-architecture', '--compare-versions')
+    if prog == 'systemctl':
+        words = [a for a in args if not a.startswith('-')]
+        return not words or words[0] in _SYSTEMCTL_READ
+    if prog == 'auditctl':
+        return bool(args) and all(a in ('-l', '-s', '-v') for a in args)
+    if prog == 'sshd':
+        return any(a in ('-T', '-t') for a in args)
+    if prog == 'date':
+        return not any(a.startswith(('-s', '--set')) for a in args)
+    if prog == 'hostname':
+        return all(a.startswith('-') for a in args)
+    return True
+
+
+def _path_tokens(prog: str, args: list[str]) -> list[str]:
+    """Arguments of a simple command that look like paths (``--opt=/x`` gives /x). awk, sed
+    and grep programs are patterns, not paths: only their later arguments count."""
+    out = []
+    skip_program_text = prog in ('awk', 'gawk', 'mawk', 'sed', 'grep', 'egrep', 'fgrep', 'perl')
+    seen_text = False
+    for arg in args:
+        if skip_program_text and not seen_text and not arg.startswith('-'):
+            seen_text = True
+            continue
+        value = arg.split('=', 1)[1] if arg.startswith('-') and '=' in arg else arg
+        out.append(value)
+    return out
+
+
+def _command(module: str, args: dict) -> Touched:
+    """command/shell: ``creates``/``removes`` and their directories, plus every absolute path
+    token of the command line (shlex) not under /bin /sbin /usr/bin /usr/sbin /usr/local/bin.
+
+    A HEURISTIC (``heuristic=True``): a command can change files it does not name (a script,
+    a daemon's state file) and name files it only reads. Refinements: a command line made
+    only of read-only probes (find without -exec/-delete, grep, awk without system(), sed
+    without -i, systemctl list-*/is-*, ... with no output redirection but to /dev/null) is
+    ``read_only``; a glob covers its directory (/etc/audit/rules.d/*.rules ->
+    /etc/audit/rules.d); a volatile directory (/tmp, /var/log, ...) is covered shallow and
+    noted; known programs add what they write (update-grub -> /boot/grub/grub.cfg, passwd ->
+    the account files) or what they change that is not a file (apt-get -> packages,
+    systemctl start -> service state, sysctl -w -> runtime kernel parameters); paths built
+    from shell variables ($f, ~) are noted as unknown. ``sh -c 'text'`` is read as text.
+    Relative paths (with ``chdir``) are not resolved.
+    """
+    c = _Collector(module)
+    c.heuristic = True
+    for key in ('creates', 'removes'):
+        value = args.get(key)
+        if value:
+            c.add(value, key)
+            if isinstance(value, str) and value.startswith('/') and not _GLOB.search(value):
+                parent = posixpath.dirname(normalise_path(value))
+                if parent != '/':
+                    c.add(parent, key + ' directory')
+    argv = args.get('argv')
+    if isinstance(argv, (list, tuple)) and argv:
+        segments = [[str(a) for a in argv]]
+        text_tokens = None
+    else:
+        text = args.get('cmd') or args.get('_raw_params') or ''
+        if not isinstance(text, str) or not text.strip():
+            c.note('%s: no command line given' % module)
+            return c.touched()
+        try:
+            text_tokens = _tokens(text)
+        except ValueError as ex:  # unbalanced quotes: the module would fail too
+            c.note('%s: command line cannot be split (%s)' % (module, ex))
+            return c.touched()
+        segments = _segments(text_tokens)
+    read_only = _scan_segments(c, module, segments, depth=0)
+    touched = c.touched()
+    touched.read_only = read_only and not touched.paths and not touched.shallow and not touched.unknown
+    return touched
+
+
+def _scan_segments(c: _Collector, module: str, segments: list[list[str]], depth: int) -> bool:
+    """Add what each simple command touches to ``c``; return True when all only read."""
+    all_read_only = True
+    for seg in segments:
+        words, targets = [], []
+        i = 0
+        while i < len(seg):
+            tok = seg[i]
+            if tok in _REDIRECTS or (tok.isdigit() and i + 1 < len(seg) and seg[i + 1] in _REDIRECTS):
+                if tok.isdigit():
+                    i += 1
+                    tok = seg[i]
+                if i + 1 < len(seg):
+                    target = seg[i + 1]
+                    if tok.startswith(('>', '&>', '<>')):
+                        targets.append(target)
+                        _add_token(c, module, target)
+                    i += 2
+                    continue
+            words.append(tok)
+            i += 1
+        prog, prog_args = _program(words)
+        if not prog:
+            continue
+        if prog in ('sh', 'bash', 'dash') and depth < 2:
+            if '-c' in prog_args and prog_args.index('-c') + 1 < len(prog_args):
+                inner = prog_args[prog_args.index('-c') + 1]
+                try:
+                    ro = _scan_segments(c, module, _segments(_tokens(inner)), depth + 1)
+                except ValueError:
+                    c.note('%s: inner command line cannot be split' % module)
+                    ro = False
+                all_read_only = all_read_only and ro and not targets
+                continue
+            c.note('runs a shell script (%s)' % ' '.join(prog_args[:1]) if prog_args else 'runs an interactive shell')
+            all_read_only = False
+            continue
+        ro = _segment_read_only(prog, prog_args, targets)
+        all_read_only = all_read_only and ro
+        if ro:
+            continue
+        if prog in _ACCOUNT_TOOLS:
+            for path in ACCOUNT_FILES:
+                c.add(path, prog)
+            if prog in ('useradd', 'userdel', 'usermod'):
+                c.add('/etc/subuid', prog)
+                c.add('/etc/subgid', prog)
+        paths, what = _EFFECTS.get(prog, ((), None))
+        if prog == 'systemctl':
+            what = 'service state'
+        elif prog in ('sysctl',):
+            what = 'runtime kernel parameters'
+        elif prog in ('rpm', 'dpkg'):
+            what = 'packages'
+        elif prog == 'auditctl':
+            what = 'loaded audit rules'
+        elif prog == 'augenrules' and '--load' in prog_args:
+            what = 'loaded audit rules'
+        elif prog in ('awk', 'gawk', 'mawk') and any('system' in a for a in prog_args):
+            what = 'commands built at run time (awk system())'
+        for path in paths:
+            c.add(path, prog)
+        if what:
+            c.note('%s (%s in %s)' % (what, prog, module))
+        for token in _path_tokens(prog, prog_args):
+            _add_token(c, module, token)
+    return all_read_only
+
+
+def _add_token(c: _Collector, module: str, token: str) -> None:
+    """Cover a path-like token (see :func:`_command`)."""
+    if _VAR_PATH.search(token):
+        c.note('paths built from shell variables (%s in %s)' % (token, module))
+        return
+    if not token.startswith('/') or token.startswith(_PROGRAM_DIRS) or token.startswith(_VIRTUAL):
+        return
+    if token in ('/dev', '/proc', '/sys'):
+        return
+    if _GLOB.search(token):
+        head = token[:_GLOB.search(token).start()]
+        token = head if head.endswith('/') else posixpath.dirname(head)
+        if token in ('', '/'):
+            c.note('glob over the root directory (%s)' % module)
+            return
+    if not _PATH_TOKEN.match(token):
+        return
+    path = normalise_path(token)
+    if path == '/':
+        c.note('the root directory / (%s): cannot be saved' % module)
+        return
+    if path in VOLATILE_DIRS:
+        c.add(path, 'command path', shallow=True)
+        c.note('entries of %s, a directory other processes write to, are not saved (%s)' % (path, module))
+        return
+    c.add(path, 'command path')
+
+
+# ---------------------------------------------------------------------- the table
+
+READ_ONLY_MODULES = frozenset((
+    'ansible.builtin.stat', 'ansible.builtin.slurp', 'ansible.builtin.find', 'ansible.builtin.getent',
+    'ansible.builtin.package_facts', 'ansible.builtin.service_facts', 'ansible.builtin.set_fact',
+    'ansible.builtin.debug', 'ansible.builtin.assert', 'ansible.builtin.setup', 'ansible.builtin.gather_facts',
+    'ansible.builtin.fail', 'ansible.builtin.ping', 'ansible.builtin.mount_facts', 'ansible.builtin.set_stats',
+    'ansible.builtin.include_vars', 'ansible.builtin.validate_argument_spec',
+))
+
+_HANDLERS: dict[str, Handler] = {
+    'ansible.builtin.lineinfile': _edit_file(),
+    'ansible.builtin.blockinfile': _edit_file(),
+    'ansible.builtin.replace': _edit_file(),
+    'ansible.builtin.copy': _copy,
+    'ansible.builtin.template': _copy,
+    'ansible.builtin.file': _file,
+    'ansible.builtin.assemble': _edit_file(('dest',)),
+    'ansible.builtin.unarchive': _unarchive,
+    'ansible.builtin.cron': _cron,
+    'ansible.builtin.user': _user,
+    'ansible.builtin.group': _group,
+    'ansible.builtin.command': _command,
+    'ansible.builtin.shell': _command,
+    'ansible.posix.sysctl': _sysctl,
+    'ansible.posix.mount': _mount,
+    'ansible.posix.authorized_key': _authorized_key,
+    'community.general.ini_file': _edit_file(('path', 'dest')),
+    'community.general.pamd': _joined('path', '/etc/pam.d', 'path/name'),
+    'community.general.sudoers': _joined('sudoers_path', '/etc/sudoers.d', 'sudoers_path/name'),
+    'community.general.kernel_blacklist': _kernel_blacklist,
+    'ansible.builtin.debconf': _unknown('debconf database'),
+    'ansible.builtin.apt': _unknown('packages'),
+    'ansible.builtin.dnf': _unknown('packages'),
+    'ansible.builtin.dnf5': _unknown('packages'),
+    'ansible.builtin.yum': _unknown('packages'),
+    'ansible.builtin.package': _unknown('packages'),
+    'ansible.builtin.service': _unknown('service state'),
+    'ansible.builtin.systemd': _unknown('service state'),
+    'ansible.builtin.systemd_service': _unknown('service state'),
+    'ansible.builtin.sysvinit': _unknown('service state'),
+}
+
+# short names (``lineinfile``, ``sysctl``) -> FQCN, builtin first, as Ansible routes them
+_SHORT: dict[str, str] = {}
+for _name in sorted(set(_HANDLERS) | READ_ONLY_MODULES, key=lambda n: (not n.startswith('ansible.builtin.'), n)):
+    _SHORT.setdefault(_name.rsplit('.', 1)[1], _name)
+
+
+def canonical_module(fqcn: str) -> str:
+    """``ansible.legacy.X`` -> ``ansible.builtin.X``; a short name known here -> its FQCN."""
+    name = str(fqcn or '')
+    if name.startswith('ansible.legacy.'):
+        name = 'ansible.builtin.' + name[len('ansible.legacy.'):]
+    if '.' not in name:
+        name = _SHORT.get(name, 'ansible.builtin.' + name)
+    return name
+
+
+def paths_touched(fqcn: str, args: dict) -> Touched:
+    """What a task (module FQCN + its already-templated arguments) can change, as paths.
+
+    Returns a :class:`Touched`: paths to save in full, shallow directories, ``unknown``
+    (what cannot be captured as files, with why), ``read_only``. Option names and defaults
+    are the modules' own (their DOCUMENTATION in ansible-core 2.19, ansible.posix and
+    community.general). Any module not listed here gives
+    ``unknown="module X: files it changes are not known"``. Never raises.
+    """
+    name = canonical_module(fqcn)
+    if not isinstance(args, dict):
+        args = {}
+    if name in READ_ONLY_MODULES:
+        return Touched(read_only=True)
+    handler = _HANDLERS.get(name)
+    if handler is None:
+        return Touched(unknown='module %s: files it changes are not known' % name)
+    return handler(name, args)

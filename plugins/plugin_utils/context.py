@@ -1,0 +1,250 @@
+"""What the agents are told about a rule: capped sections, target text fenced as data.
+
+Seed 004 (DEF-28): the Worker guessed the scanner's contract from the rule's title while
+the authoritative text sat in the datastream; so each prompt carries the rule's XCCDF
+title, description and rationale (the description capped at 1,500 characters), its
+identifiers, the profile's XCCDF Values, the failing OVAL evidence (what the check looked
+for and what it collected on the host), the vendor fix and why it failed, and this rule's
+attempts and reflections so far.
+
+Every section has a cap in characters and is built on its own: one that fails to build is
+left out and named in ``skipped`` (the caller logs it), never fatal. Text that comes from
+the host (OVAL items, probe output) or from the content is wrapped by :func:`fence` into a
+``<data>`` element that the prompts call data, never instructions; a ``<data`` or ``</data``
+inside it is defused so it cannot close the fence. Secrets are redacted later, from every
+message, by the LLM client.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import typing as t
+
+import yaml
+
+#: characters per section (seed 004: the description at 1,500).
+CAPS = {
+    "rule": 2400,
+    "description": 1500,
+    "values": 600,
+    "evidence": 3000,
+    "vendor_fix": 2500,
+    "history": 3500,
+    "probes": 4000,
+    "attempt": 2500,
+    "result": 1500,
+}
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_FENCE_TAG = re.compile(r"<(/?)(data)", re.IGNORECASE)
+#: a task's ``tags:`` list (its items at the key's own indentation), dropped from vendor fixes.
+_TAGS = re.compile(r"\n(?P<indent>[ ]*)tags:\n(?:(?P=indent)[ ]*- .*\n)+")
+
+
+@dataclasses.dataclass
+class Section:
+    """One part of a prompt: ``name`` (a slug, used in events), ``title`` (shown to the
+    model), ``text`` (already capped and fenced)."""
+
+    name: str
+    title: str
+    text: str
+
+    def as_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def cap(text: str, limit: int) -> str:
+    """``text`` cut to at most ``limit`` characters, with a marker saying how much was cut."""
+    text = str(text or "")
+    if len(text) <= limit:
+        return text
+    marker = "\n[... %d characters cut]" % (len(text) - limit)
+    return text[: max(0, limit - len(marker))] + marker
+
+
+def fence(text: str, source: str, name: str) -> str:
+    """Wrap host or content text as data: control characters (but newline and tab) removed,
+    any ``<data``/``</data`` inside defused, then ``<data source=... name=...>...</data>``.
+    ``source`` is ``target`` (read on the host) or ``content`` (the SCAP datastream)."""
+    clean = _CONTROL.sub("", str(text or ""))
+    clean = _FENCE_TAG.sub(lambda m: "<" + m.group(1) + "_" + m.group(2), clean)
+    return '<data source="%s" name="%s">\n%s\n</data>' % (source, name, clean)
+
+
+def _yaml(value: t.Any) -> str:
+    return yaml.safe_dump(value, default_flow_style=False, sort_keys=False, allow_unicode=True, width=120).strip()
+
+
+# ----------------------------------------------------------------------------- parts
+def rule_text(catalog, rule_id: str, profile_id: str) -> str:
+    """Title, identifiers, description (profile's values filled in, capped at 1,500) and
+    rationale of a rule, fenced as content."""
+    rule = catalog.rule(rule_id)
+    ids = ["%s: %s" % (k.upper(), ", ".join(v)) for k, v in rule.identifiers.items() if v]
+    text = "\n".join([
+        "Title: %s" % rule.title,
+        "Severity: %s" % rule.severity,
+        "Identifiers: %s" % ("; ".join(ids) or "none"),
+        "Description: %s" % cap(catalog.describe(rule_id, profile_id), CAPS["description"]),
+        "Rationale: %s" % cap(rule.rationale, 600),
+    ])
+    return fence(cap(text, CAPS["rule"]), "content", "rule")
+
+
+def values_text(catalog, rule_id: str, profile_id: str) -> str | None:
+    """``var = value`` for each XCCDF Value the rule uses, under the profile; None if none."""
+    rule = catalog.rule(rule_id)
+    lines = []
+    for vid in rule.value_ids:
+        short = vid.rsplit("_value_", 1)[-1]
+        lines.append("%s = %s" % (short, catalog.value(vid, profile_id)))
+    return cap("\n".join(lines), CAPS["values"]) if lines else None
+
+
+def evidence_text(evidence: dict | None) -> str | None:
+    """The failing OVAL evidence of one rule (oscap_eval's ``evidence`` entry: the
+    definition, its tests that did not pass with their object, expected state and collected
+    items, variables traced to the file line they came from) as YAML, fenced as target data;
+    None when there is none."""
+    if not evidence:
+        return None
+    if evidence.get("error"):
+        return fence("OVAL evidence unavailable: %s" % evidence["error"], "target", "oval_evidence")
+    head = "OVAL definition %s (%s): result %s" % (evidence.get("definition"), evidence.get("title", ""),
+                                                  evidence.get("result"))
+    body = _yaml({"tests": evidence.get("tests") or []})
+    if evidence.get("truncated"):
+        body += "\n(evidence truncated)"
+    return fence(cap(head + "\n" + body, CAPS["evidence"]), "target", "oval_evidence")
+
+
+def attempt_text(attempt, with_tasks: bool = True) -> str:
+    """One attempt in a few lines: verdict, reason, detail, the tasks (YAML), the reflection."""
+    lines = ["Attempt %d (%s): %s, reason %s" % (attempt.number, attempt.source, attempt.verdict, attempt.reason)]
+    if attempt.plan and attempt.source == "worker":
+        lines.append("Plan in force: %s" % cap(attempt.plan, 300))
+    if attempt.detail:
+        lines.append("What happened: %s" % cap(attempt.detail, 500))
+    if attempt.probes:
+        lines.append("Probes asked: %s" % "; ".join(attempt.probes)[:300])
+    if with_tasks and attempt.tasks:
+        lines.append("Tasks:\n%s" % cap(_yaml(attempt.tasks) if not isinstance(attempt.tasks, str) else attempt.tasks, 900))
+    if attempt.rolled_back is not None:
+        lines.append("Rolled back: %s" % ("yes, restore verified" if attempt.rolled_back else "NO"))
+    if attempt.reflection:
+        ref = attempt.reflection
+        lines.append("Reflection: %s" % cap(ref.get("diagnosis", ""), 500))
+        lesson = ref.get("lesson") or {}
+        if lesson:
+            lines.append("Lesson: when %s -> %s" % (cap(lesson.get("cue", ""), 200), cap(lesson.get("action", ""), 200)))
+    return "\n".join(lines)
+
+
+def history_text(item, limit: int = CAPS["history"]) -> str | None:
+    """This rule's attempts so far, oldest first; when over ``limit`` the oldest are dropped."""
+    parts = [attempt_text(a, with_tasks=a.source == "worker") for a in item.attempts]
+    if not parts:
+        return None
+    kept: list[str] = []
+    size = 0
+    for part in reversed(parts):
+        if kept and size + len(part) > limit:
+            kept.append("[%d earlier attempt(s) not shown]" % (len(parts) - len(kept)))
+            break
+        kept.append(cap(part, limit))
+        size += len(part)
+    return fence("\n\n".join(reversed(kept)), "target", "history")
+
+
+def vendor_text(catalog, rule_id: str, profile_id: str, item) -> str | None:
+    """The content's own Ansible fix and what it did (attempt 1), or a note that there is none."""
+    rule = catalog.rule(rule_id)
+    if rule.ansible_fix is None:
+        return "The SCAP content has no Ansible fix for this rule."
+    fix = catalog.render_fix(rule_id, profile_id)
+    fix = _TAGS.sub("\n", fix + "\n")  # the NIST/severity tags say nothing here
+    vendor = next((a for a in item.attempts if a.source == "vendor"), None)
+    what = ("It ran as attempt 1: %s, reason %s. %s" % (vendor.verdict, vendor.reason, vendor.detail)
+            if vendor else "It has not run.")
+    return fence(cap(fix, CAPS["vendor_fix"] - 700) + "\n" + cap(what, 600), "content", "vendor_fix")
+
+
+def report_text(attempt) -> str:
+    """What ran in an attempt: each task's name, module, changed/failed and message."""
+    report = attempt.report or {}
+    if attempt.gate:
+        return "Refused before anything ran: %s" % cap(attempt.gate, 1200)
+    lines = []
+    for res in report.get("task_results") or []:
+        flags = [k for k in ("changed", "failed", "skipped", "ignored", "check_mode") if res.get(k)]
+        lines.append("- %s (%s) %s%s" % (res.get("name"), res.get("module"), ",".join(flags) or "ok",
+                                         (": " + res["msg"]) if res.get("msg") else ""))
+    if report.get("failed_task"):
+        lines.append("First failed task: %s: %s" % (report["failed_task"], report.get("error")))
+    lines.append("OpenSCAP result after the attempt: %s" % attempt.result)
+    return fence(cap("\n".join(lines), CAPS["result"]), "target", "execution")
+
+
+# ----------------------------------------------------------------------------- sections
+def build(parts: t.Sequence[tuple[str, str, t.Callable[[], str | None]]]) -> tuple[list[Section], list[str]]:
+    """Build sections from ``(name, title, builder)``; a builder returning None adds
+    nothing, one that raises is skipped and named as ``"name: error"`` in the second list."""
+    sections: list[Section] = []
+    skipped: list[str] = []
+    for name, title, builder in parts:
+        try:
+            text = builder()
+        except Exception as exc:  # one bad section must not cost the attempt (seed 004)
+            skipped.append("%s: %s: %s" % (name, type(exc).__name__, str(exc)[:200]))
+            continue
+        if text:
+            sections.append(Section(name, title, text))
+    return sections, skipped
+
+
+def worker_sections(catalog, rule_id: str, profile_id: str, item, evidence: dict | None,
+                    probe_outputs: t.Sequence[str]) -> tuple[list[Section], list[str]]:
+    """The Worker's sections: rule text, Values, OVAL evidence, vendor fix, history, probes."""
+    return build([
+        ("rule", "The rule (XCCDF, from the SCAP content)", lambda: rule_text(catalog, rule_id, profile_id)),
+        ("values", "XCCDF Values of the profile for this rule", lambda: values_text(catalog, rule_id, profile_id)),
+        ("evidence", "Why OpenSCAP fails the rule now (OVAL evidence from the host)", lambda: evidence_text(evidence)),
+        ("vendor_fix", "The content's own fix", lambda: vendor_text(catalog, rule_id, profile_id, item)),
+        ("history", "Attempts on this rule so far", lambda: history_text(item)),
+        ("probes", "Probe results (read on the host for you)",
+         lambda: fence(cap("\n\n".join(probe_outputs), CAPS["probes"]), "target", "probes") if probe_outputs else None),
+    ])
+
+
+def architect_sections(catalog, rule_id: str, profile_id: str, item, evidence: dict | None) -> tuple[list[Section], list[str]]:
+    """The Architect's sections: rule text, Values, OVAL evidence, vendor fix, every attempt
+    and reflection (seed 001: the full episodic memory of this rule)."""
+    return build([
+        ("rule", "The rule (XCCDF, from the SCAP content)", lambda: rule_text(catalog, rule_id, profile_id)),
+        ("values", "XCCDF Values of the profile for this rule", lambda: values_text(catalog, rule_id, profile_id)),
+        ("evidence", "Why OpenSCAP fails the rule now (OVAL evidence from the host)", lambda: evidence_text(evidence)),
+        ("vendor_fix", "The content's own fix", lambda: vendor_text(catalog, rule_id, profile_id, item)),
+        ("history", "Every attempt and reflection so far", lambda: history_text(item)),
+    ])
+
+
+def reflector_sections(catalog, rule_id: str, profile_id: str, item, attempt) -> tuple[list[Section], list[str]]:
+    """The Reflector's sections: rule text, the failed attempt's tasks and what ran, the OVAL
+    evidence after it, and the earlier attempts."""
+    earlier = [a for a in item.attempts if a is not attempt]
+    return build([
+        ("rule", "The rule (XCCDF, from the SCAP content)", lambda: rule_text(catalog, rule_id, profile_id)),
+        ("attempt", "The failed attempt's tasks",
+         lambda: cap(_yaml(attempt.tasks) if attempt.tasks and not isinstance(attempt.tasks, str) else str(attempt.tasks or "(none)"),
+                     CAPS["attempt"])),
+        ("result", "What happened when it ran", lambda: report_text(attempt)),
+        ("evidence", "OVAL evidence after the attempt", lambda: evidence_text(attempt.evidence)),
+        ("history", "Earlier attempts",
+         lambda: history_text(type(item)(rule=item.rule, attempts=earlier)) if earlier else None),
+    ])
+
+
+def sizes(sections: t.Sequence[Section]) -> dict:
+    """{section name: characters} for the ``llm_call`` event (what was sent, by size)."""
+    return {s.name: len(s.text) for s in sections}

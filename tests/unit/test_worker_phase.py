@@ -1,0 +1,233 @@
+"""The Worker phase's story driven by fakes: a fake loop (host) and fake agents (model).
+
+The real thing runs in tests/integration/test_agents.py on a lab host with a scripted
+OpenAI-compatible server; here the order of steps and the decisions are checked alone.
+"""
+
+import os
+from pathlib import Path
+
+import pytest
+
+from ansible_collections.scapforge.remediation.plugins.plugin_utils import answers
+from ansible_collections.scapforge.remediation.plugins.plugin_utils import attempts as A
+from ansible_collections.scapforge.remediation.plugins.plugin_utils.agent_loop import WorkerPhase
+from ansible_collections.scapforge.remediation.plugins.plugin_utils.agents import Reply
+from ansible_collections.scapforge.remediation.plugins.plugin_utils.catalog import Catalog
+from ansible_collections.scapforge.remediation.plugins.plugin_utils.events import EventLog, read_events
+from ansible_collections.scapforge.remediation.plugins.plugin_utils.llm import LLMError
+
+PROFILE = "xccdf_org.ssgproject.content_profile_anssi_bp28_high"
+RULE = "xccdf_org.ssgproject.content_rule_aide_verify_acls"
+INVENTED = [{"ansible.builtin.aide_rule": {"name": "OwnerMode", "add": "acl"}}]
+PIPEFAIL = [{"ansible.builtin.shell": "set -o pipefail && grep OwnerMode /etc/aide/aide.conf | head -1"}]
+GOOD = [{"ansible.builtin.replace": {"path": "/etc/aide/aide.conf", "regexp": "^(OwnerMode\\s*=\\s*)(.*)$",
+                                     "replace": "\\1\\2+acl"}}]
+
+
+@pytest.fixture(scope="module")
+def catalog():
+    path = Path(os.environ.get("SCAPFORGE_LAB_HOME", "/var/lib/scapforge-lab")) / "content" / "ssg-debian12-ds.xml"
+    if not path.is_file():
+        pytest.fail("%s missing: run `make lab-build`" % path)
+    return Catalog.from_path(path)
+
+
+class FakeProfile:
+    id = PROFILE
+
+
+class FakeLoop:
+    """What WorkerPhase uses of RemediationLoop, with the host replaced by rules of thumb:
+    an invented module is refused, a pipefail shell fails, a replace on aide.conf passes."""
+
+    def __init__(self, catalog, tmp_path, results=("fail",)):
+        self.catalog = catalog
+        self.profile = FakeProfile()
+        self.events = EventLog(str(tmp_path / "events.jsonl"), "fake")
+        self.stopped = None
+        self.finished = {}
+        self.results = list(results)
+        self.rollbacks = []
+
+    def out_of_budget(self):
+        return False
+
+    def evaluate(self, rule, evidence=False, label="verify"):
+        return self.results.pop(0) if self.results else "fail", {"tests": []}
+
+    def run_attempt(self, item, attempt, tasks, trusted):
+        assert trusted is False
+        attempt.tasks = tasks
+        module = next(iter(tasks[0]))
+        attempt.checkpoint = {"covered": ["/etc/aide/aide.conf"]}
+        if module == "ansible.builtin.aide_rule":
+            attempt.gate = "task 1: no module named 'ansible.builtin.aide_rule'"
+            attempt.verdict, attempt.reason = A.judge(attempt.gate, None, None, None)
+            attempt.checkpoint = {"covered": []}
+        elif module == "ansible.builtin.shell":
+            attempt.report = {"ok": False, "changed": True, "error": "/bin/sh: 1: set: Illegal option -o pipefail",
+                              "failed_task": "shell"}
+        else:
+            attempt.report = {"ok": True, "changed": True}
+        attempt.health = {"healthy": True}
+
+    def verify_one(self, item, attempt):
+        value = "pass" if next(iter(attempt.tasks[0])) == "ansible.builtin.replace" else "fail"
+        attempt.result = value
+        attempt.verdict, attempt.reason = A.judge(None, attempt.report, True, value)
+
+    def roll_back(self, item, attempt):
+        self.rollbacks.append(attempt.number)
+        attempt.rolled_back = True
+        return True
+
+    def finish_item(self, item, reason, detail=""):
+        self.finished[item.rule] = (reason, detail, [a.verdict for a in item.attempts])
+
+
+class FakeAgents:
+    """Scripted answers per agent, recorded in ``calls`` as (agent, mode)."""
+
+    def __init__(self, script):
+        self.script = {k: list(v) for k, v in script.items()}
+        self.calls = []
+
+    def ask(self, agent, rule, attempt, sections, skipped=(), variables=None):
+        key = agent if agent != "architect" else "architect_" + variables["mode"]
+        self.calls.append(key)
+        answer = self.script[key].pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        parse = {"worker": answers.parse_worker, "reflector": answers.parse_reflector}.get(agent, answers.parse_architect)
+        try:
+            return Reply(answer=parse(answer), tokens=100, mode="json_schema")
+        except answers.AnswerError as exc:
+            return Reply(error=str(exc), tokens=100, mode="json_schema")
+
+
+def vendor_failed(rule=RULE):
+    item = A.WorkItem(rule, category="aide")
+    attempt = item.new_attempt(A.VENDOR)
+    attempt.verdict, attempt.reason = A.FAILED, "fix_failed"
+    attempt.report = {"ok": False, "error": "set: Illegal option -o pipefail"}
+    return item
+
+
+REFLECTION = {"diagnosis": "dash has no pipefail", "lesson": {"cue": "Illegal option -o pipefail",
+                                                             "action": "use executable: /bin/bash"}}
+
+
+def test_vendor_refused_failed_pivot_remediated(catalog, tmp_path):
+    loop = FakeLoop(catalog, tmp_path)
+    agents = FakeAgents({
+        "architect_plan": [{"verdict": "PLAN", "plan": "add acl with a shell pipeline"}],
+        "worker": [{"tasks": INVENTED, "rationale": "r"}, {"tasks": PIPEFAIL, "rationale": "r"},
+                   {"tasks": GOOD, "rationale": "OwnerMode gets +acl"}],
+        "reflector": [REFLECTION, dict(REFLECTION, banned=["set -o pipefail &&"])],
+        "architect_review": [{"verdict": "PIVOT", "plan": "use ansible.builtin.replace on OwnerMode"}],
+    })
+    item = vendor_failed()
+    WorkerPhase(loop, agents, A.Budget(attempts=5, review_every=3)).run(item)
+    assert agents.calls == ["architect_plan", "worker", "reflector", "worker", "reflector", "architect_review", "worker"]
+    assert loop.finished[RULE] == ("verified", "", ["failed", "refused", "failed", "passed"])
+    assert loop.rollbacks == [3]  # the refused attempt ran nothing; the failed one was undone
+    assert item.plans == ["add acl with a shell pipeline", "use ansible.builtin.replace on OwnerMode"]
+    assert item.attempts[2].reflection["lesson"]["action"] == "use executable: /bin/bash"
+    assert item.banned == ["set -o pipefail &&"]
+    assert item.tokens == 7 * 100
+    kinds = [(e["event"], e["data"].get("verdict")) for e in read_events(str(tmp_path / "events.jsonl"))
+             if e["event"] == "architect"]
+    assert kinds == [("architect", "PLAN"), ("architect", "PIVOT")]
+
+
+def test_a_banned_pattern_is_refused_before_the_host_sees_it(catalog, tmp_path):
+    loop = FakeLoop(catalog, tmp_path)
+    agents = FakeAgents({
+        "architect_plan": [{"verdict": "PLAN", "plan": "p"}],
+        "worker": [{"tasks": PIPEFAIL}, {"tasks": PIPEFAIL}],
+        "reflector": [dict(REFLECTION, banned=["set -o pipefail"]), REFLECTION],
+        "architect_review": [{"verdict": "ESCALATE", "plan": "needs a human"}],
+    })
+    item = vendor_failed()
+    WorkerPhase(loop, agents, A.Budget(attempts=2)).run(item)
+    assert item.attempts[2].verdict == "refused"
+    assert "which the Reflector banned" in item.attempts[2].gate
+    assert loop.finished[RULE][0] == "attempt_budget"
+
+
+def test_escalate_and_meta_plateau(catalog, tmp_path):
+    noop = {"tasks": [{"ansible.builtin.lineinfile": {"path": "/etc/login.defs", "regexp": "^NOPE", "line": "x",
+                                                       "backrefs": True}}]}
+
+    class NoEffectLoop(FakeLoop):
+        def run_attempt(self, item, attempt, tasks, trusted):
+            attempt.tasks, attempt.report, attempt.health = tasks, {"ok": True, "changed": False}, {"healthy": True}
+
+        def verify_one(self, item, attempt):
+            attempt.result = "fail"
+            attempt.verdict, attempt.reason = A.judge(None, attempt.report, True, "fail")
+
+    loop = NoEffectLoop(catalog, tmp_path)
+    agents = FakeAgents({
+        "architect_plan": [{"verdict": "PLAN", "plan": "Plan A"}],
+        "worker": [noop] * 4,
+        "reflector": [REFLECTION] * 4,
+        "architect_review": [{"verdict": "PIVOT", "plan": "Plan B, quite another idea"}, {"verdict": "PIVOT", "plan": "plan a"}],
+    })
+    item = A.WorkItem(RULE)
+    WorkerPhase(loop, agents, A.Budget(attempts=9)).run(item)
+    # no_effect twice is a plateau: review after attempts 2 and 4; the second goes back to plan A
+    assert agents.calls.count("architect_review") == 2
+    reason, detail, verdicts = loop.finished[RULE]
+    assert reason == "meta_plateau" and verdicts == ["no_effect"] * 4
+    assert "plan a" in detail
+
+    loop = NoEffectLoop(catalog, tmp_path)
+    agents = FakeAgents({"architect_plan": [{"verdict": "PLAN", "plan": "A"}], "worker": [noop] * 2,
+                         "reflector": [REFLECTION] * 2,
+                         "architect_review": [{"verdict": "ESCALATE", "plan": "the container has no auditd"}]})
+    WorkerPhase(loop, agents, A.Budget()).run(A.WorkItem(RULE))
+    assert loop.finished[RULE][0] == "architect_escalate"
+    assert "the container has no auditd" in loop.finished[RULE][1]
+
+
+def test_a_rule_that_passes_now_is_not_worked(catalog, tmp_path):
+    loop = FakeLoop(catalog, tmp_path, results=["pass"])
+    agents = FakeAgents({})
+    WorkerPhase(loop, agents, A.Budget()).run(vendor_failed())
+    assert agents.calls == []
+    assert loop.finished[RULE][0] == "verified"
+    assert "after the other rules' fixes" in loop.finished[RULE][1]
+
+
+def test_junk_answers_are_refused_attempts_until_the_budget(catalog, tmp_path):
+    loop = FakeLoop(catalog, tmp_path)
+    agents = FakeAgents({"architect_plan": ["not json at all"], "worker": ["", "x" * 70000],
+                         "reflector": [REFLECTION, REFLECTION]})
+    item = A.WorkItem(RULE)
+    WorkerPhase(loop, agents, A.Budget(attempts=2)).run(item)
+    assert [a.verdict for a in item.attempts] == ["refused", "refused"]
+    assert "unusable" in item.attempts[0].gate and "too large" in item.attempts[1].gate
+    assert loop.finished[RULE][0] == "attempt_budget"
+    assert item.plan.startswith("Make the OVAL check")  # an unusable plan does not stop the Worker
+
+
+def test_an_endpoint_that_fails_ends_this_rule_and_the_next_without_calls(catalog, tmp_path):
+    loop = FakeLoop(catalog, tmp_path)
+    agents = FakeAgents({"architect_plan": [LLMError("connection", "connection refused")]})
+    phase = WorkerPhase(loop, agents, A.Budget())
+    phase.run(A.WorkItem(RULE))
+    other = "xccdf_org.ssgproject.content_rule_set_password_hashing_algorithm_logindefs"
+    phase.run(A.WorkItem(other))
+    assert loop.finished[RULE][0] == "llm_error" and loop.finished[other][0] == "llm_error"
+    assert agents.calls == ["architect_plan"]
+
+
+def test_without_agents_nothing_is_asked(catalog, tmp_path):
+    loop = FakeLoop(catalog, tmp_path)
+    phase = WorkerPhase(loop, None, A.Budget())
+    phase.run(A.WorkItem(RULE))
+    phase.run(vendor_failed("xccdf_org.ssgproject.content_rule_aide_verify_ext_attributes"))
+    assert loop.finished[RULE][0] == "llm_unavailable"
+    assert loop.finished["xccdf_org.ssgproject.content_rule_aide_verify_ext_attributes"][0] == "fix_failed"
