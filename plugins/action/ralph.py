@@ -49,6 +49,7 @@ ARGUMENT_SPEC = {
     "llm_rule_tokens": {"type": "int", "default": 60000},
     "llm_run_tokens": {"type": "int", "default": 2000000},
     "llm_review_every": {"type": "int", "default": 3},
+    "llm_max_tokens": {"type": "int", "default": 2000},
 }
 
 
@@ -87,6 +88,7 @@ class ActionModule(ActionBase):
                           seconds=args["llm_rule_seconds"], tokens=args["llm_rule_tokens"],
                           review_every=args["llm_review_every"]),
             run_tokens=args["llm_run_tokens"],
+            max_answer_tokens=args["llm_max_tokens"],
         )
         loop = RemediationLoop(self, task_vars, opts, check_mode=bool(self._task.check_mode))
         try:

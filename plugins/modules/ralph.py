@@ -14,11 +14,19 @@ description:
   - Scans the host with M(scapforge.remediation.oscap_eval), then works every failing XCCDF
     rule to an outcome - C(remediated), C(escalated), C(skipped) or C(deferred) - each with a
     reason code from a closed list (see the collection README).
-  - Per rule it runs the SCAP content's own Ansible fix (the C(urn:xccdf:fix:script:ansible)
-    fix of the rule in the datastream, with the profile's XCCDF Values substituted) on the
-    task's own connection, checks that a fresh login with privilege escalation still works,
-    and re-evaluates the rule with OpenSCAP. A rule is reported remediated only when OpenSCAP
-    says C(pass).
+  - Per rule, attempt 1 is the SCAP content's own Ansible fix (the C(urn:xccdf:fix:script:ansible)
+    fix of the rule in the datastream, with the profile's XCCDF Values substituted), run on the
+    task's own connection under a checkpoint of every file its tasks touch (module
+    M(scapforge.remediation.checkpoint)); then a fresh login with privilege escalation is
+    checked and the rule is re-evaluated with OpenSCAP. A rule is reported remediated only when
+    OpenSCAP says C(pass); an attempt that does not pass is rolled back and the restore verified.
+  - With an OpenAI-compatible endpoint (O(llm_base_url), O(llm_model)), the rules the vendor
+    fix left failing, and those without one, go to three agents - an Architect (a plan, and a
+    CONTINUE / PIVOT / ESCALATE verdict after every O(llm_review_every) failed attempts or a
+    plateau), a Worker (Ansible tasks, after read-only probes if it asks) and a Reflector (a
+    diagnosis and a lesson after each failure) - attempt after attempt within the budgets.
+    Model-written tasks are never rendered as templates and pass a stricter gate (module
+    allowlist, banned patterns) before anything runs.
   - Rules whose fix can cut the controller off (sudo NOPASSWD removal, noexec, requiretty,
     AllowUsers, sshd crypto, root login when connecting as root) are skipped with reason
     C(access_impacting) unless listed in O(allow_access_impacting).
@@ -92,6 +100,70 @@ options:
         own rule-result; 1 verifies every rule on its own (slower, about 1.8 s per call on the lab).
     type: int
     default: 8
+  skill:
+    description: Skill under the collection's C(skills/) whose agent prompts are used.
+    type: str
+    default: anssi-debian12
+  skill_description:
+    description: One line naming the benchmark and platform, shown to the agents.
+    type: str
+    default: ""
+  llm_base_url:
+    description:
+      - Base URL of an OpenAI-compatible endpoint (vLLM, Ollama, llama.cpp server, OpenAI), for
+        example C(http://127.0.0.1:8000/v1). Unset means no agents - rules the vendor fix does
+        not remediate end with its reason, rules without one with C(llm_unavailable).
+      - An endpoint that is not loopback or a private address is refused unless O(llm_allow_remote).
+    type: str
+  llm_model:
+    description: Model name the endpoint serves.
+    type: str
+  llm_api_key:
+    description:
+      - API key (never logged); unset means the environment variable C(SCAPFORGE_LLM_API_KEY), then C(OPENAI_API_KEY).
+    type: str
+  llm_timeout:
+    description: Seconds one model call may take; 429, 5xx and connection errors are retried with backoff.
+    type: float
+    default: 120
+  llm_allow_remote:
+    description: Allow an endpoint outside loopback and private addresses (data leaves the network).
+    type: bool
+    default: false
+  llm_prompts:
+    description: Controller paths of Jinja2 templates replacing the skill's, keyed C(architect), C(worker), C(reflector).
+    type: dict
+    default: {}
+  llm_max_attempts:
+    description: Worker attempts per rule (reason C(attempt_budget)); 0 means no limit.
+    type: int
+    default: 5
+  llm_max_probes:
+    description: Read-only probes per rule (reason C(probe_budget)).
+    type: int
+    default: 6
+  llm_rule_seconds:
+    description: Seconds per rule in the Worker phase (reason C(rule_time_budget)).
+    type: float
+    default: 900
+  llm_rule_tokens:
+    description: Tokens per rule, all agents (reason C(rule_token_budget)).
+    type: int
+    default: 60000
+  llm_run_tokens:
+    description: Tokens per run over all hosts, counted in C(llm_usage.json) of the run directory (reason C(run_token_budget)); 0 means none.
+    type: int
+    default: 2000000
+  llm_max_tokens:
+    description:
+      - The most tokens one answer may take (C(max_tokens) of each call). A small model left
+        unbounded can repeat itself to the end of its context, minutes per call.
+    type: int
+    default: 2000
+  llm_review_every:
+    description: Failed attempts between two Architect reviews (a plateau, the same failure twice, also triggers one).
+    type: int
+    default: 3
 attributes:
   check_mode:
     support: full
@@ -105,6 +177,7 @@ notes:
   - The host needs Python 3.9+ and the C(oscap) command (package openscap-scanner).
 seealso:
   - module: scapforge.remediation.oscap_eval
+  - module: scapforge.remediation.checkpoint
   - module: scapforge.remediation.run_summary
 """
 
@@ -115,6 +188,15 @@ EXAMPLES = r"""
     datastream_src: /var/lib/scapforge-lab/content/ssg-debian12-ds.xml
     profile: anssi_bp28_high
     run_id: "{{ scapforge_run_id }}"
+
+- name: With the agents on a local vLLM server
+  scapforge.remediation.ralph:
+    datastream: /usr/share/xml/scap/ssg/content/ssg-debian12-ds.xml
+    datastream_src: /var/lib/scapforge-lab/content/ssg-debian12-ds.xml
+    profile: anssi_bp28_high
+    llm_base_url: http://127.0.0.1:8000/v1
+    llm_model: Qwen/Qwen2.5-Coder-32B-Instruct
+    llm_max_attempts: 4
 
 - name: Only two rules, one of them outside the profile
   scapforge.remediation.ralph:
@@ -160,11 +242,15 @@ reason:
   description:
     - When the run could not start or go on, its reason code - C(content), C(content_mismatch),
       C(untrusted_content), C(profile), C(rule), C(facts), C(unhealthy_before), C(scan_failed),
-      C(scanner_crash) - with C(msg); the host's report then carries the same under C(error).
+      C(scanner_crash), C(llm_remote) (an endpoint outside the network without O(llm_allow_remote)),
+      C(prompts) (a prompt template missing or broken) - with C(msg); the host's report then
+      carries the same under C(error).
   returned: failure
   type: str
 report:
-  description: Controller path of this host's full JSON report (per-rule outcome, reason, attempts, modules).
+  description:
+    - Controller path of this host's full JSON report (per-rule outcome, reason, attempts, modules, and
+      C(attempt_log) - one entry per attempt with source, verdict, reason, tokens, rolled_back).
   returned: always
   type: str
 run_dir:

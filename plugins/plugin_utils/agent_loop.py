@@ -27,6 +27,7 @@ from ansible_collections.scapforge.remediation.plugins.plugin_utils import attem
 from ansible_collections.scapforge.remediation.plugins.plugin_utils import context, probes, task_gate
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.executor import TaskListExecutor
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.llm import LLMError
+from ansible_collections.scapforge.remediation.plugins.plugin_utils.prompts import PromptError
 
 #: probe rounds the Worker may take inside one attempt before it must answer tasks.
 PROBE_ROUNDS = 2
@@ -38,8 +39,9 @@ MAX_PATTERNS = 5
 
 class WorkerPhase:
     """Works queued rules of one host with the agents; ``loop`` is the RemediationLoop (its
-    catalog, profile, scanner, events, checkpoints, health checks and stop state are used),
-    ``agents`` an ``agents.Agents`` or None when no endpoint is configured."""
+    catalog, profile, events, ``runner`` (an ``attempt_runner.AttemptRunner``), gate policy,
+    time budget and stop state are used, and ``finish_item`` records outcomes), ``agents`` an
+    ``agents.Agents`` or None when no endpoint is configured."""
 
     def __init__(self, loop, agents, budget: A.Budget, ledger=None) -> None:
         self.loop = loop
@@ -80,12 +82,15 @@ class WorkerPhase:
             except LLMError as exc:
                 self.llm_down = "the LLM endpoint failed (%s): %s" % (exc.kind, str(exc)[:300])
                 loop.events.emit("llm_down", rule=item.short_id, error_kind=exc.kind, msg=str(exc)[:300])
+            except PromptError as exc:  # a user's template that cannot render fails every later call too
+                self.llm_down = "a prompt template failed: %s" % str(exc)[:300]
+                loop.events.emit("llm_down", rule=item.short_id, error_kind="prompt", msg=str(exc)[:300])
 
     def _precheck(self, item: A.WorkItem) -> bool:
         """Evaluate the rule now, with its OVAL evidence; finish it when it no longer fails.
         Returns True when the Worker should go on."""
         loop = self.loop
-        result, evidence = loop.evaluate(item.rule, evidence=True, label="precheck")
+        result, evidence = loop.runner.evaluate(item.rule, evidence=True, label="precheck")
         item.evidence = evidence
         if result == "fail":
             return True
@@ -167,11 +172,11 @@ class WorkerPhase:
                          plan=(item.plan or "")[:300])
         tasks = self._ask_tasks(item, attempt)
         if tasks is not None:
-            loop.run_attempt(item, attempt, tasks, trusted=False)
+            loop.runner.run(item, attempt, tasks, trusted=False)
             if not attempt.verdict:
-                loop.verify_one(item, attempt)
+                loop.runner.verify_one(item, attempt)
             if A.needs_rollback(attempt):
-                loop.roll_back(item, attempt)
+                loop.runner.roll_back(item, attempt)
         attempt.seconds = time.monotonic() - started
         loop.events.emit("attempt_end", rule=item.short_id, attempt=attempt.number, **{
             k: v for k, v in attempt.log_entry().items() if k != "attempt"})

@@ -96,11 +96,15 @@ class Agents:
 
     client: an ``LLMClient``; prompts: a ``PromptSet``; events: the run's ``EventLog``;
     ledger: the run's ``TokenLedger``; base: the template variables every prompt gets
-    (``skill`` {name, description} and ``host`` {os, virtualization, user, become}).
+    (``skill`` {name, description} and ``host`` {os, virtualization, user, become});
+    max_tokens: the most tokens one answer may take (a small model left unbounded repeats
+    itself to the end of its context: minutes per call, seen with SmolLM2 on llama.cpp).
     """
 
-    def __init__(self, client: LLMClient, prompts, events, ledger: TokenLedger, base: dict) -> None:
+    def __init__(self, client: LLMClient, prompts, events, ledger: TokenLedger, base: dict,
+                 max_tokens: int = 2000) -> None:
         self.client = client
+        self.max_tokens = max_tokens
         self.prompts = prompts
         self.events = events
         self.ledger = ledger
@@ -119,7 +123,8 @@ class Agents:
         for name in skipped:
             self.events.emit("context_section_skipped", rule=rule, attempt=attempt, agent=agent, section=name)
         try:
-            completion = self.client.complete(messages, answers.SCHEMAS[agent], agent)
+            completion = self.client.complete(messages, answers.SCHEMAS[agent], agent,
+                                              max_tokens=self.max_tokens or None)
         except LLMError as exc:
             self.events.emit("llm_call", rule=rule, attempt=attempt, agent=agent, ok=False, error_kind=exc.kind,
                              msg=str(exc)[:300], sent=context.sizes(sections))

@@ -19,7 +19,6 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import re
-import typing as t
 
 from ansible_collections.scapforge.remediation.plugins.plugin_utils import outcomes, safety
 
@@ -101,6 +100,13 @@ class Attempt:
     @property
     def modules(self) -> list:
         return list((self.report or {}).get("modules") or [])
+
+    def add_note(self, note: str, limit: int = 800) -> None:
+        """Append ``note`` to ``detail``, cutting the earlier text (a long error), never the
+        note, so the detail stays within ``limit`` characters."""
+        room = max(0, limit - len(note) - 2)
+        base = self.detail if len(self.detail) <= room else self.detail[:max(0, room - 4)] + " ..."
+        self.detail = ("%s; %s" % (base, note) if base else note)[:limit]
 
     def log_entry(self) -> dict:
         """The host report's ``attempt_log`` entry: source, verdict, reason, tokens,

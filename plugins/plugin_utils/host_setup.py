@@ -21,7 +21,8 @@ class LoopError(Exception):
 
     ``reason`` is a short code for the task result and the host's error report: ``content``,
     ``content_mismatch``, ``untrusted_content``, ``profile``, ``rule``, ``facts``,
-    ``unhealthy_before``, ``scan_failed``, ``scanner_crash``; the message says what to do.
+    ``unhealthy_before``, ``scan_failed``, ``scanner_crash``, ``llm_remote``, ``prompts``;
+    the message says what to do.
     """
 
     def __init__(self, reason: str, message: str) -> None:

@@ -34,12 +34,9 @@ from ansible.errors import AnsibleError
 from ansible_collections.scapforge.remediation.plugins.plugin_utils import attempts as A
 from ansible_collections.scapforge.remediation.plugins.plugin_utils import health, outcomes, safety, task_gate
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.agent_loop import WorkerPhase
+from ansible_collections.scapforge.remediation.plugins.plugin_utils.attempt_runner import AttemptRunner
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.catalog import CatalogError
-from ansible_collections.scapforge.remediation.plugins.plugin_utils.checkpoint import (
-    CheckpointError,
-    FilesProvider,
-    paths_touched,
-)
+from ansible_collections.scapforge.remediation.plugins.plugin_utils.checkpoint import FilesProvider
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.events import EventLog
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.executor import TaskListExecutor
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.host_setup import (
@@ -63,7 +60,7 @@ class LoopOptions:
 
     llm: an ``llm.LLMConfig`` (None or not ``configured``: no Worker phase); prompts: the
     agents' PromptSet; budget: the per-rule ``attempts.Budget``; run_tokens: the run's
-    token budget over all hosts (0: none).
+    token budget over all hosts (0: none); max_answer_tokens: the most tokens one answer may take.
     """
 
     datastream: str
@@ -85,6 +82,7 @@ class LoopOptions:
     prompts: t.Any = None
     budget: A.Budget = dataclasses.field(default_factory=A.Budget)
     run_tokens: int = 0
+    max_answer_tokens: int = 2000
 
 
 @dataclasses.dataclass
@@ -133,12 +131,16 @@ class RemediationLoop:
         self.items: dict[str, A.WorkItem] = {}
         self.queue: list[str] = []  # rules waiting for the Worker phase, in order
         self.stopped: str | None = None  # detail of the failed health check, once stopped
-        self.changed = False
         self.started = time.monotonic()
         self.remote_user = self._remote_user()
         self.gate_policy = task_gate.GatePolicy(remote_user=self.remote_user)
         self.worker: WorkerPhase | None = None
-        self._checkpoints: dict[tuple[str, int], t.Any] = {}  # (rule, attempt number) -> Checkpoint
+        self.runner: AttemptRunner | None = None
+
+    @property
+    def changed(self) -> bool:
+        """True once an attempt changed the host."""
+        return bool(self.runner and self.runner.changed)
 
     # -- setup -----------------------------------------------------------------------------
     def _remote_user(self) -> str | None:
@@ -182,8 +184,11 @@ class RemediationLoop:
             tailoring_xml = xml_bytes.decode("utf-8")
         self.scan_rules = scope
         self.scanner = Scanner(self.action, self.task_vars, self.opts.datastream, profile_id, tailoring_xml)
-        self.checkpoints = FilesProvider(self.action, self.task_vars,
-                                         root="%s/%s" % (CHECKPOINT_ROOT, self.opts.run_id or "adhoc"))
+        checkpoints = FilesProvider(self.action, self.task_vars,
+                                    root="%s/%s" % (CHECKPOINT_ROOT, self.opts.run_id or "adhoc"))
+        self.runner = AttemptRunner(self.action, self.task_vars, self.catalog, self.scanner, checkpoints, self.events,
+                                    self.gate_policy, self.opts.health_check, self._stop,
+                                    want_evidence=self.worker.agents is not None)
         llm = self.opts.llm
         self.events.emit(
             "run_start",
@@ -227,7 +232,8 @@ class RemediationLoop:
                      "user": self.remote_user or "?", "become": self.action._play_context.become_method or "none"},
         }
         ledger = agents_mod.TokenLedger(self.opts.run_dir, self.opts.run_tokens)
-        agents = agents_mod.Agents(llm_mod.LLMClient(config), self.opts.prompts, self.events, ledger, base)
+        agents = agents_mod.Agents(llm_mod.LLMClient(config), self.opts.prompts, self.events, ledger, base,
+                                   max_tokens=self.opts.max_answer_tokens)
         return WorkerPhase(self, agents, self.opts.budget, ledger)
 
     def _scan(self, label: str) -> dict:
@@ -277,141 +283,6 @@ class RemediationLoop:
     def out_of_budget(self) -> bool:
         """True once the run's time budget (``time_budget`` seconds) is spent."""
         return bool(self.opts.time_budget) and time.monotonic() - self.started > self.opts.time_budget
-
-    # -- one attempt, vendor or Worker -----------------------------------------------------
-    def run_attempt(self, item: A.WorkItem, attempt: A.Attempt, tasks: list, trusted: bool) -> None:
-        """Run ``tasks`` as ``attempt`` under a checkpoint, then check the host's health.
-
-        Fills the attempt's report, checkpoint, gate and health; gives it its verdict when it
-        is decided before verification (refused; unhealthy, rolled back or not). A lost
-        connection or an unhealthy host that a restore cannot heal stops the host.
-        """
-        short = item.short_id
-        checkpoint = self.checkpoints.open("%s-%d" % (short, attempt.number))
-        self._checkpoints[(item.rule, attempt.number)] = checkpoint
-        uncovered: dict[str, str] = {}
-
-        def before_change(fqcn: str, args: dict) -> str | None:
-            touched = paths_touched(fqcn, args)
-            if touched.read_only:
-                return None
-            if touched.unknown:
-                uncovered[fqcn] = touched.unknown
-            if touched.paths or touched.shallow:
-                try:
-                    checkpoint.cover(touched.paths, touched.shallow)
-                except CheckpointError as exc:  # no change without a way back
-                    return "the checkpoint of %s failed: %s" % (", ".join(touched.paths)[:200], exc)
-            return None
-
-        attempt.tasks = tasks
-        executor = TaskListExecutor(self.action, self.task_vars, trusted=trusted,
-                                    policy=None if trusted else self.gate_policy, before_change=before_change)
-        report = executor.run(tasks)
-        attempt.report = report.to_dict()
-        attempt.checkpoint = dict(checkpoint.to_dict(), not_covered=uncovered)
-        self.changed = self.changed or report.changed
-        self.events.emit(
-            "fix_applied", rule=short, attempt=attempt.number, source=attempt.source, ok=report.ok,
-            changed=report.changed, refused=report.refused, failed_task=report.failed_task, error=report.error,
-            modules=report.modules, tasks=report.task_results, checkpoint=attempt.checkpoint,
-        )
-        if report.refused:
-            attempt.gate = report.refused
-            attempt.verdict, attempt.reason = A.judge(report.refused, None, None, None)
-            attempt.detail = report.refused[:500]
-            return
-        if report.unreachable:  # the connection dropped during the fix: nothing can be restored now
-            attempt.verdict, attempt.reason = A.UNHEALTHY, "unhealthy"
-            attempt.detail = "connection lost during the attempt: %s" % report.error
-            self._stop("connection lost during %s: %s" % (short, report.error))
-            return
-        if not self.opts.health_check:
-            return
-        status = self._health(report.changed, item)
-        attempt.health = status.to_dict()
-        self.events.emit("health", rule=short, attempt=attempt.number, **status.to_dict())
-        if status.healthy:
-            return
-        attempt.verdict, attempt.reason = A.UNHEALTHY, "unhealthy"
-        attempt.detail = status.detail[:500]
-        restored = self.roll_back(item, attempt)
-        after = self._health(False, item) if restored else None
-        if after is not None:
-            self.events.emit("health", rule=short, attempt=attempt.number, after_restore=True, **after.to_dict())
-        if restored and after.healthy:
-            attempt.reason = "unhealthy_rolled_back"
-            attempt.detail = "%s; rolled back, restore verified, healthy again" % status.detail[:400]
-        else:
-            self._stop("stopped after %s: %s%s" % (short, status.detail,
-                                                   "" if restored else "; the rollback failed, restore by hand"))
-
-    def _health(self, changed: bool, item: A.WorkItem):
-        status = health.check_host(self.action)
-        if status.healthy and changed and item.category == "ssh":
-            status = health.check_sshd_config(self.action)
-        return status
-
-    def roll_back(self, item: A.WorkItem, attempt: A.Attempt) -> bool:
-        """Restore the attempt's checkpoint and verify it; record the restore on the attempt
-        (``restore``, ``rolled_back``) and as an event. Returns True when verified."""
-        checkpoint = self._checkpoints.get((item.rule, attempt.number))
-        if checkpoint is None:
-            return False
-        try:
-            result = checkpoint.restore()
-            data = result.to_dict()
-            verified = bool(result.verified)
-        except (CheckpointError, AnsibleError) as exc:
-            data, verified = {"verified": False, "detail": str(exc)[:500]}, False
-        attempt.restore = data
-        attempt.rolled_back = verified
-        self.events.emit("restore", rule=item.short_id, attempt=attempt.number, **data)
-        if not verified:
-            attempt.detail = ("%s; ROLLBACK NOT VERIFIED: %s" % (attempt.detail, data.get("detail") or
-                              "; ".join(data.get("mismatches") or [])))[:800]
-        return verified
-
-    def evaluate(self, rule_id: str, evidence: bool = False, label: str = "verify") -> tuple[str, dict | None]:
-        """Evaluate one rule (with the rules it requires) now: (result, OVAL evidence or None).
-        The result is oscap's, or ``missing``, ``scan_failed`` or ``scanner_crash``."""
-        batch = self.catalog.expand_requires([rule_id])
-        result = self.scanner.scan(batch, evidence=evidence)
-        shorts = [safety.short_rule_id(r) for r in batch]
-        if result.get("failed"):
-            kind = result.get("error_kind", "oscap_error")
-            self.events.emit("verify", rule=safety.short_rule_id(rule_id), label=label, failed=True, error_kind=kind,
-                             msg=result.get("msg"), batch=shorts)
-            return ("scanner_crash" if kind in CRASH_KINDS else "scan_failed"), None
-        value = result.get("rules", {}).get(rule_id, "missing")
-        self.events.emit("verify", rule=safety.short_rule_id(rule_id), label=label, result=value, batch=shorts)
-        return value, (result.get("evidence") or {}).get(rule_id)
-
-    def verify_one(self, item: A.WorkItem, attempt: A.Attempt) -> None:
-        """Verify a Worker attempt on its own and give it its verdict."""
-        value, evidence = self.evaluate(item.rule, evidence=self.worker.agents is not None)
-        self._judge(item, attempt, value, evidence, reboot=False)
-
-    def _judge(self, item: A.WorkItem, attempt: A.Attempt, value: str, evidence: dict | None, reboot: bool) -> None:
-        attempt.result = value
-        if evidence:
-            attempt.evidence = item.evidence = evidence
-        healthy = None if not attempt.health else attempt.health.get("healthy")
-        attempt.verdict, attempt.reason = A.judge(None, attempt.report, healthy, value, reboot)
-        report = attempt.report or {}
-        error = (report.get("error") or "")[:500]
-        if attempt.verdict == A.PASSED:
-            attempt.detail = "a task failed but the rule passes: %s" % error if not report.get("ok", True) else ""
-        elif attempt.verdict == A.FAILED and not report.get("ok", True):
-            attempt.detail = "%s: %s" % (report.get("failed_task"), error)
-        elif attempt.reason == "reboot_required":
-            attempt.detail = "the fix ran; its metadata says reboot"
-        elif attempt.verdict == A.INEFFECTIVE:
-            attempt.detail = "the fix ran; oscap still reports fail"
-        elif attempt.verdict == A.NO_EFFECT:
-            attempt.detail = "the fix changed nothing; oscap still reports fail"
-        else:
-            attempt.detail = "oscap result after the fix: %s" % value
 
     # -- the vendor phase ------------------------------------------------------------------
     def _item(self, rule_id: str) -> A.WorkItem:
@@ -475,7 +346,7 @@ class RemediationLoop:
             return None
         attempt = item.new_attempt(A.VENDOR)
         started = time.monotonic()
-        self.run_attempt(item, attempt, tasks, trusted=self.trusted)
+        self.runner.run(item, attempt, tasks, trusted=self.trusted)
         attempt.seconds = time.monotonic() - started
         if attempt.verdict:  # refused or unhealthy: decided without verification
             self._after_vendor(item)
@@ -487,15 +358,14 @@ class RemediationLoop:
         judge each by its own rule-result (a missing result is never a pass), then roll back
         those that did not pass, newest first."""
         batch = self.catalog.expand_requires([a.item.rule for a in applied])
-        wants_evidence = self.worker.agents is not None
-        result = self.scanner.scan(batch, evidence=wants_evidence)
+        result = self.scanner.scan(batch, evidence=self.runner.want_evidence)
         shorts = [safety.short_rule_id(r) for r in batch]
         if result.get("failed"):
             kind = result.get("error_kind", "oscap_error")
             self.events.emit("verify", failed=True, error_kind=kind, msg=result.get("msg"), batch=shorts)
             value = "scanner_crash" if kind in CRASH_KINDS else "scan_failed"
             for entry in applied:
-                self._judge(entry.item, entry.attempt, value, None, entry.reboot)
+                self.runner.judge(entry.item, entry.attempt, value, None, entry.reboot)
                 entry.attempt.detail = "verification failed: %s" % str(result.get("msg"))[:500]
         else:
             evidence = result.get("evidence") or {}
@@ -503,7 +373,7 @@ class RemediationLoop:
                 value = result.get("rules", {}).get(entry.item.rule, "missing")
                 self.events.emit("verify", rule=entry.item.short_id, attempt=entry.attempt.number, result=value,
                                  batch=shorts)
-                self._judge(entry.item, entry.attempt, value, evidence.get(entry.item.rule), entry.reboot)
+                self.runner.judge(entry.item, entry.attempt, value, evidence.get(entry.item.rule), entry.reboot)
         self._roll_back_batch(applied)
         for entry in applied:
             self._after_vendor(entry.item)
@@ -520,10 +390,10 @@ class RemediationLoop:
                         if later.attempt.rolled_back is not True and _covered(later.attempt) & _covered(entry.attempt)]
             if blockers:
                 entry.attempt.rolled_back = False
-                entry.attempt.detail = ("%s; not rolled back: shares files with %s, applied after it"
-                                        % (entry.attempt.detail, ", ".join(blockers)))[:800]
+                entry.attempt.add_note("not rolled back: shares files with %s, applied after it in the same batch"
+                                       % ", ".join(blockers))
                 continue
-            self.roll_back(entry.item, entry.attempt)
+            self.runner.roll_back(entry.item, entry.attempt)
 
     def _after_vendor(self, item: A.WorkItem) -> None:
         """A vendor attempt is judged: finish the rule when nothing more can be done, else
@@ -634,13 +504,14 @@ class RemediationLoop:
         if self.check_mode or self.stopped:
             return  # a stopped host keeps its checkpoints for a human (or a resumed run)
         try:
+            root = self.runner.checkpoints.root
             result = self.action._execute_module(
-                module_name="ansible.builtin.file", module_args={"path": self.checkpoints.root, "state": "absent"},
+                module_name="ansible.builtin.file", module_args={"path": root, "state": "absent"},
                 task_vars=self.task_vars)
             if result.get("failed"):
-                self.events.emit("checkpoints_left", path=self.checkpoints.root, msg=result.get("msg"))
+                self.events.emit("checkpoints_left", path=root, msg=result.get("msg"))
         except AnsibleError as exc:
-            self.events.emit("checkpoints_left", path=self.checkpoints.root, msg=str(exc)[-300:])
+            self.events.emit("checkpoints_left", path=root, msg=str(exc)[-300:])
 
     def _scan_after(self, label: str) -> dict | None:
         """A scan after changes were made: on failure the host stops and the report is still

@@ -24,7 +24,8 @@ REASONS: dict[str, tuple[str, str]] = {
     "verified": (REMEDIATED, "the fix ran and OpenSCAP now reports pass for the rule"),
     "llm_unavailable": (ESCALATED, "the content has no Ansible fix for the rule and no LLM endpoint is configured "
                                    "for a Worker to write one"),
-    "llm_error": (ESCALATED, "the LLM endpoint failed (connection, timeout, HTTP error) after its retries"),
+    "llm_error": (ESCALATED, "the LLM endpoint failed (connection, timeout, HTTP error) after its retries, "
+                             "or a prompt template failed to render"),
     "fix_refused": (ESCALATED, "the gate refused the last fix before anything ran (unsupported keyword or module, "
                                "banned pattern, unusable model answer)"),
     "fix_failed": (ESCALATED, "a task of the last fix failed on the host (it was rolled back)"),

@@ -62,3 +62,46 @@ def test_unreachable_host_is_listed_without_report(lab_host, lab_inventory, tmp_
     summary = json.loads((tmp_path / "runs" / "latest" / "summary.json").read_text())
     assert summary["without_report"] == ["ghost"]
     assert summary["hosts"][lab_host.name]["before"] == {"pass": 1}
+
+
+NO_FIX = ["set_password_hashing_algorithm_logindefs", "accounts_password_set_max_life_root"]
+
+
+def test_an_endpoint_outside_the_network_is_refused_before_any_change(lab_host, lab_inventory, tmp_path, login_defs,
+                                                                      remediate):
+    # a public address without scapforge_llm_allow_remote: refused before anything is sent
+    # (the check resolves and compares addresses; it never connects)
+    before = login_defs()
+    proc = remediate(lab_inventory, lab_host.name, tmp_path,
+                     {"scapforge_rules": NO_FIX, "scapforge_llm_base_url": "http://8.8.8.8/v1",
+                      "scapforge_llm_model": "m"})
+    assert proc.returncode != 0
+    error = json.loads((tmp_path / "latest" / "summary.json").read_text())["errors"][lab_host.name]
+    assert error["reason"] == "llm_remote" and "allow_remote" in error["msg"], error
+    assert login_defs() == before
+
+
+def test_without_an_endpoint_rules_without_a_fix_say_so(lab_host, lab_inventory, tmp_path, remediate):
+    proc = remediate(lab_inventory, lab_host.name, tmp_path, {"scapforge_rules": NO_FIX})
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    rules = json.loads((tmp_path / "latest" / "summary.json").read_text())["hosts"][lab_host.name]["rules"]
+    for rule in NO_FIX:
+        assert (rules[rule]["outcome"], rules[rule]["reason"], rules[rule]["attempts"]) == (
+            "escalated", "llm_unavailable", 0), rules[rule]
+
+
+def test_an_endpoint_that_does_not_answer_ends_the_rules_with_llm_error(lab_host, lab_inventory, tmp_path, login_defs,
+                                                                        remediate):
+    # loopback, a port nothing listens on: the client retries, then the rule says llm_error
+    # and the next rule is not even tried against the dead endpoint
+    before = login_defs()
+    proc = remediate(lab_inventory, lab_host.name, tmp_path,
+                     {"scapforge_rules": NO_FIX, "scapforge_llm_base_url": "http://127.0.0.1:9/v1",
+                      "scapforge_llm_model": "m"})
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    rules = json.loads((tmp_path / "latest" / "summary.json").read_text())["hosts"][lab_host.name]["rules"]
+    assert {r: (o["reason"], o["attempts"]) for r, o in rules.items()} == {r: ("llm_error", 0) for r in NO_FIX}
+    events = [json.loads(x) for x in (tmp_path / "latest" / "events.jsonl").read_text().splitlines()]
+    calls = [e for e in events if e["event"] == "llm_call"]
+    assert len(calls) == 1 and calls[0]["data"]["error_kind"] == "connection"
+    assert login_defs() == before

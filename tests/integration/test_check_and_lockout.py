@@ -65,21 +65,27 @@ def test_fix_that_removes_the_controllers_sudo_stops_the_host(lab, lab_host, lab
     assert host.ssh("sudo -n true", check=False).returncode == 0
 
 
-def test_sshd_change_that_would_lock_out_at_the_next_reload_is_caught(lab, lab_host, lab_inventory, tmp_path,
-                                                                      remediate):
+def test_sshd_change_that_would_lock_out_at_the_next_reload_is_caught_and_rolled_back(
+        lab, lab_host, lab_inventory, tmp_path, remediate):
     # PubkeyAuthentication no: the running sshd still lets the controller in (it is not
     # reloaded), so only a login to an sshd started with the NEW file shows the lock-out.
+    # The open connection still works, so the attempt is rolled back and the host goes on.
     host = lab.reset([lab_host.name])[0]
     try:
+        before = host.ssh("sudo sha256sum /etc/ssh/sshd_config").stdout
         extra = {"scapforge_rules": ["sshd_disable_pubkey_auth"],
                  "scapforge_allow_access_impacting": ["sshd_disable_pubkey_auth"]}
         proc = remediate(lab_inventory, host.name, tmp_path, extra)
-        assert proc.returncode != 0
-        outcome = summary_of(tmp_path, host)["rules"]["sshd_disable_pubkey_auth"]
-        assert (outcome["outcome"], outcome["reason"]) == ("escalated", "unhealthy"), outcome
+        assert proc.returncode == 0, proc.stdout[-3000:]
+        report = summary_of(tmp_path, host)
+        outcome = report["rules"]["sshd_disable_pubkey_auth"]
+        assert (outcome["outcome"], outcome["reason"]) == ("escalated", "unhealthy_rolled_back"), outcome
         assert "sshd with the new configuration" in outcome["detail"]
         assert "Permission denied" in outcome["detail"]
-        # the check sshd is gone, and the running sshd still lets the controller in
+        assert [(a["verdict"], a["rolled_back"]) for a in outcome["attempt_log"]] == [("unhealthy", True)]
+        assert report["stopped"] is None
+        # the file is back byte for byte, the check sshd is gone, the controller still gets in
+        assert host.ssh("sudo sha256sum /etc/ssh/sshd_config").stdout == before
         assert host.ssh("pgrep -f 'sshd -D -p 2299'", check=False).returncode == 1
         assert host.ssh("sudo -n true", check=False).returncode == 0
     finally:

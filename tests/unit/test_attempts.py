@@ -201,3 +201,14 @@ def test_log_entry_shape():
                      "rolled_back": True, "seconds": 3.1, "modules": ["ansible.builtin.shell"], "changed": False,
                      "detail": "x" * 300}
     assert set(A.VERDICTS) == {"refused", "failed", "no_effect", "ineffective", "unhealthy", "passed"}
+
+
+def test_a_note_survives_a_long_detail():
+    a = A.Attempt(number=1, source="vendor", detail="sysctl: " + "x" * 2000)
+    a.add_note("not rolled back: shares files with sysctl_kernel_sysrq, applied after it in the same batch")
+    assert len(a.detail) == 800
+    assert a.detail.endswith("; not rolled back: shares files with sysctl_kernel_sysrq, applied after it in the same batch")
+    assert a.detail.startswith("sysctl: xxx")
+    b = A.Attempt(number=1, source="vendor")
+    b.add_note("rolled back")
+    assert b.detail == "rolled back"

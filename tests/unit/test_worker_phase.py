@@ -38,8 +38,9 @@ class FakeProfile:
 
 
 class FakeLoop:
-    """What WorkerPhase uses of RemediationLoop, with the host replaced by rules of thumb:
-    an invented module is refused, a pipefail shell fails, a replace on aide.conf passes."""
+    """What WorkerPhase uses of RemediationLoop and its AttemptRunner (the same object here),
+    with the host replaced by rules of thumb: an invented module is refused, a pipefail shell
+    fails, a replace on aide.conf passes."""
 
     def __init__(self, catalog, tmp_path, results=("fail",)):
         self.catalog = catalog
@@ -49,6 +50,7 @@ class FakeLoop:
         self.finished = {}
         self.results = list(results)
         self.rollbacks = []
+        self.runner = self
 
     def out_of_budget(self):
         return False
@@ -56,7 +58,7 @@ class FakeLoop:
     def evaluate(self, rule, evidence=False, label="verify"):
         return self.results.pop(0) if self.results else "fail", {"tests": []}
 
-    def run_attempt(self, item, attempt, tasks, trusted):
+    def run(self, item, attempt, tasks, trusted):
         assert trusted is False
         attempt.tasks = tasks
         module = next(iter(tasks[0]))
@@ -161,7 +163,7 @@ def test_escalate_and_meta_plateau(catalog, tmp_path):
                                                        "backrefs": True}}]}
 
     class NoEffectLoop(FakeLoop):
-        def run_attempt(self, item, attempt, tasks, trusted):
+        def run(self, item, attempt, tasks, trusted):
             attempt.tasks, attempt.report, attempt.health = tasks, {"ok": True, "changed": False}, {"healthy": True}
 
         def verify_one(self, item, attempt):
