@@ -50,6 +50,9 @@ ARGUMENT_SPEC = {
     "llm_run_tokens": {"type": "int", "default": 2000000},
     "llm_review_every": {"type": "int", "default": 3},
     "llm_max_tokens": {"type": "int", "default": 2000},
+    "memory_path": {"type": "path", "default": "~/.scapforge/memory"},
+    "memory_mode": {"type": "raw", "default": "inject"},
+    "memory_retry": {"type": "bool", "default": False},
 }
 
 
@@ -89,6 +92,9 @@ class ActionModule(ActionBase):
                           review_every=args["llm_review_every"]),
             run_tokens=args["llm_run_tokens"],
             max_answer_tokens=args["llm_max_tokens"],
+            memory_path=args["memory_path"],
+            memory_mode=self._memory_mode(args["memory_mode"]),
+            memory_retry=args["memory_retry"],
         )
         loop = RemediationLoop(self, task_vars, opts, check_mode=bool(self._task.check_mode))
         try:
@@ -122,6 +128,16 @@ class ActionModule(ActionBase):
             result["failed"] = True
             result["msg"] = "host stopped: %s" % report["stopped"]
         return result
+
+    @staticmethod
+    def _memory_mode(value) -> str:
+        """``off``, ``shadow`` or ``inject``; YAML's unquoted ``off`` (boolean false) is ``off``."""
+        if value is False or str(value).strip().lower() in ("off", "false", "no"):
+            return "off"
+        mode = str(value).strip().lower()
+        if mode not in ("shadow", "inject"):
+            raise AnsibleActionFail("memory_mode must be off, shadow or inject, got %r" % (value,))
+        return mode
 
     @staticmethod
     def _prompts(skill: str, overrides: dict) -> PromptSet:

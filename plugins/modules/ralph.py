@@ -160,6 +160,29 @@ options:
         unbounded can repeat itself to the end of its context, minutes per call.
     type: int
     default: 2000
+  memory_path:
+    description:
+      - Controller directory of the lesson store (one TinyDB JSON file per table, written atomically
+        under a file lock, shared by the forks of a run and by runs that follow).
+      - Under AWX / Automation Controller each job runs in a container that is thrown away - give
+        a path on a persistent volume mounted into the execution environment, or memory starts
+        empty every job.
+    type: path
+    default: ~/.scapforge/memory
+  memory_mode:
+    description:
+      - C(off) - no memory; C(shadow) - select lessons and log what would have been shown or decided,
+        change nothing; C(inject) - show the selected lessons to the Architect and the Worker and act
+        on proven ones (classify a rule from a caution, skip a vendor fix known to fail on hosts
+        like this one, try tasks that verified before).
+      - An unquoted C(off) in YAML is the boolean false, which means C(off) too.
+    type: raw
+    choices: ["off", "shadow", "inject"]
+    default: inject
+  memory_retry:
+    description: Work rules again that memory would decide at once (tasks that verified are still tried first).
+    type: bool
+    default: false
   llm_review_every:
     description: Failed attempts between two Architect reviews (a plateau, the same failure twice, also triggers one).
     type: int

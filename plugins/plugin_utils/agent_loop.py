@@ -109,9 +109,20 @@ class WorkerPhase:
             "plan": item.plan or "",
         }
 
+    def _lessons(self, item: A.WorkItem) -> tuple[str | None, list[str]]:
+        """The memory block for this rule's prompts (None in shadow mode) and its lesson ids."""
+        memory = self.loop.memory
+        if memory is None:
+            return None, []
+        block, ids = memory.lessons_for(item.rule, item.category)
+        if memory.mode == "inject":
+            item.lessons_shown.extend(i for i in ids if i not in item.lessons_shown)
+        return block, ids
+
     def _plan(self, item: A.WorkItem) -> None:
         loop = self.loop
-        sections, skipped = context.architect_sections(loop.catalog, item.rule, loop.profile.id, item, item.evidence)
+        sections, skipped = context.architect_sections(loop.catalog, item.rule, loop.profile.id, item, item.evidence,
+                                                       self._lessons(item)[0])
         reply = self.agents.ask("architect", item.short_id, None, sections, skipped,
                                 dict(self._variables(item), mode="plan"))
         item.tokens += reply.tokens
@@ -125,7 +136,8 @@ class WorkerPhase:
 
     def _review(self, item: A.WorkItem) -> A.Step | None:
         loop = self.loop
-        sections, skipped = context.architect_sections(loop.catalog, item.rule, loop.profile.id, item, item.evidence)
+        sections, skipped = context.architect_sections(loop.catalog, item.rule, loop.profile.id, item, item.evidence,
+                                                       self._lessons(item)[0])
         reply = self.agents.ask("architect", item.short_id, len(item.attempts), sections, skipped,
                                 dict(self._variables(item), mode="review"))
         item.tokens += reply.tokens
@@ -170,7 +182,8 @@ class WorkerPhase:
         attempt = item.new_attempt(A.WORKER)
         loop.events.emit("attempt_start", rule=item.short_id, attempt=attempt.number, source=A.WORKER,
                          plan=(item.plan or "")[:300])
-        tasks = self._ask_tasks(item, attempt)
+        block, lesson_ids = self._lessons(item)
+        tasks = self._ask_tasks(item, attempt, block)
         if tasks is not None:
             loop.runner.run(item, attempt, tasks, trusted=False)
             if not attempt.verdict:
@@ -178,21 +191,25 @@ class WorkerPhase:
             if A.needs_rollback(attempt):
                 loop.runner.roll_back(item, attempt)
         attempt.seconds = time.monotonic() - started
+        if loop.memory is not None:
+            ran = attempt.tasks if attempt.report and not attempt.gate else None
+            loop.memory.saw(item.rule, item.category, attempt.number, lesson_ids, ran)
         loop.events.emit("attempt_end", rule=item.short_id, attempt=attempt.number, **{
             k: v for k, v in attempt.log_entry().items() if k != "attempt"})
         terminal = attempt.verdict == A.PASSED or loop.stopped or attempt.reason == "probe_budget"
         if not terminal and self.agents is not None:
             self._reflect(item, attempt)
 
-    def _ask_tasks(self, item: A.WorkItem, attempt: A.Attempt) -> list | None:
+    def _ask_tasks(self, item: A.WorkItem, attempt: A.Attempt, lessons: str | None) -> list | None:
         """Ask the Worker until it answers tasks (running its probes in between, at most
-        PROBE_ROUNDS rounds and the rule's probe budget). Returns the task list, or None when
-        the attempt ended before anything could run (its verdict then says why)."""
+        PROBE_ROUNDS rounds and the rule's probe budget). ``lessons``: the memory block.
+        Returns the task list, or None when the attempt ended before anything could run (its
+        verdict then says why)."""
         loop = self.loop
         outputs: list[str] = []
         for round_no in range(PROBE_ROUNDS + 1):
             sections, skipped = context.worker_sections(loop.catalog, item.rule, loop.profile.id, item,
-                                                        item.evidence, outputs)
+                                                        item.evidence, outputs, lessons)
             limits = {"probes_left": max(0, self.budget.probes - item.probes) if self.budget.probes else 99,
                       "attempts_left": max(0, self.budget.attempts - item.worker_attempts) if self.budget.attempts else 99}
             reply = self.agents.ask("worker", item.short_id, attempt.number, sections, skipped,

@@ -90,11 +90,11 @@ class AttemptRunner:
         if report.refused:
             attempt.gate = report.refused
             attempt.verdict, attempt.reason = A.judge(report.refused, None, None, None)
-            attempt.detail = report.refused[:500]
+            attempt.say(report.refused[:500])
             return
         if report.unreachable:  # the connection dropped during the fix: nothing can be restored now
             attempt.verdict, attempt.reason = A.UNHEALTHY, "unhealthy"
-            attempt.detail = "connection lost during the attempt: %s" % report.error
+            attempt.say("connection lost during the attempt: %s" % report.error)
             self._stop_host("connection lost during %s: %s" % (short, report.error))
             return
         if not self.health_check:
@@ -105,7 +105,7 @@ class AttemptRunner:
         if status.healthy:
             return
         attempt.verdict, attempt.reason = A.UNHEALTHY, "unhealthy"
-        attempt.detail = status.detail[:500]
+        attempt.say(status.detail[:500])
         restored = self.roll_back(item, attempt)
         after = self.health(False, item) if restored else None
         if after is not None:
@@ -181,16 +181,16 @@ class AttemptRunner:
         report = attempt.report or {}
         error = (report.get("error") or "")[:500]
         if attempt.verdict == A.PASSED:
-            attempt.detail = "a task failed but the rule passes: %s" % error if not report.get("ok", True) else ""
+            attempt.say("a task failed but the rule passes: %s" % error if not report.get("ok", True) else "")
         elif attempt.verdict == A.FAILED and not report.get("ok", True):
-            attempt.detail = "%s: %s" % (report.get("failed_task"), error)
+            attempt.say("%s: %s" % (report.get("failed_task"), error))
         elif attempt.reason == "reboot_required":
-            attempt.detail = "the fix ran; its metadata says reboot"
+            attempt.say("the fix ran; its metadata says reboot")
         elif attempt.verdict == A.INEFFECTIVE:
-            attempt.detail = "the fix ran; oscap still reports fail"
+            attempt.say("the fix ran; oscap still reports fail")
         elif attempt.verdict == A.NO_EFFECT:
-            attempt.detail = "the fix changed nothing; oscap still reports fail"
+            attempt.say("the fix changed nothing; oscap still reports fail")
         else:
-            attempt.detail = "oscap result after the fix: %s" % value
+            attempt.say("oscap result after the fix: %s" % value)
 
     # -- the vendor phase ------------------------------------------------------------------

@@ -68,7 +68,9 @@ class Attempt:
     prompt + completion tokens spent on it (Worker and Reflector); seconds: wall time;
     plan: the Architect plan in force; verdict/reason: from :func:`judge`; rolled_back: True
     when a verified restore undid it, False when a restore was due and failed or was unsafe,
-    None when none was due; detail: one line for humans.
+    None when none was due; detail: one line for humans; origin: where the tasks came from
+    when not from this attempt's own agent (a lesson of the memory), kept at the head of the
+    detail.
     """
 
     number: int
@@ -91,6 +93,7 @@ class Attempt:
     reason: str = ""
     rolled_back: bool | None = None
     detail: str = ""
+    origin: str = ""
 
     @property
     def changed(self) -> bool:
@@ -100,6 +103,16 @@ class Attempt:
     @property
     def modules(self) -> list:
         return list((self.report or {}).get("modules") or [])
+
+    def say(self, text: str) -> None:
+        """Set ``detail`` to ``text``, after the attempt's ``origin`` when it has one."""
+        self.detail = ""
+        if self.origin:
+            self.detail = self.origin
+            if text:
+                self.add_note(text)
+        else:
+            self.detail = text[:800]
 
     def add_note(self, note: str, limit: int = 800) -> None:
         """Append ``note`` to ``detail``, cutting the earlier text (a long error), never the
@@ -146,7 +159,8 @@ class WorkItem:
     re-engagements so far; reviewed_at: number of attempts at the last review; probes:
     probes spent; tokens: tokens spent on this rule (all agents); started: monotonic
     seconds of the first Worker step (None before); banned/preferred: the Reflector's
-    patterns for the next attempts; evidence: the latest failing OVAL evidence of the rule.
+    patterns for the next attempts; evidence: the latest failing OVAL evidence of the rule;
+    lessons_shown: ids of the memory lessons its attempts were shown.
     """
 
     rule: str
@@ -162,6 +176,7 @@ class WorkItem:
     banned: list = dataclasses.field(default_factory=list)
     preferred: list = dataclasses.field(default_factory=list)
     evidence: dict | None = None
+    lessons_shown: list = dataclasses.field(default_factory=list)
 
     @property
     def short_id(self) -> str:

@@ -39,6 +39,8 @@ from ansible_collections.scapforge.remediation.plugins.plugin_utils.catalog impo
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.checkpoint import FilesProvider
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.events import EventLog
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.executor import TaskListExecutor
+from ansible_collections.scapforge.remediation.plugins.plugin_utils.memory.lessons import tasks_sha
+from ansible_collections.scapforge.remediation.plugins.plugin_utils.memory.session import MemorySession
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.host_setup import (
     LoopError,
     load_catalog,
@@ -60,7 +62,8 @@ class LoopOptions:
 
     llm: an ``llm.LLMConfig`` (None or not ``configured``: no Worker phase); prompts: the
     agents' PromptSet; budget: the per-rule ``attempts.Budget``; run_tokens: the run's
-    token budget over all hosts (0: none); max_answer_tokens: the most tokens one answer may take.
+    token budget over all hosts (0: none); max_answer_tokens: the most tokens one answer may take;
+    memory_path/memory_mode/memory_retry: the lesson store (``memory.session``).
     """
 
     datastream: str
@@ -83,6 +86,9 @@ class LoopOptions:
     budget: A.Budget = dataclasses.field(default_factory=A.Budget)
     run_tokens: int = 0
     max_answer_tokens: int = 2000
+    memory_path: str = "~/.scapforge/memory"
+    memory_mode: str = "inject"
+    memory_retry: bool = False
 
 
 @dataclasses.dataclass
@@ -136,6 +142,7 @@ class RemediationLoop:
         self.gate_policy = task_gate.GatePolicy(remote_user=self.remote_user)
         self.worker: WorkerPhase | None = None
         self.runner: AttemptRunner | None = None
+        self.memory: MemorySession | None = None
 
     @property
     def changed(self) -> bool:
@@ -167,6 +174,13 @@ class RemediationLoop:
             raise LoopError("rule", str(exc)) from None
         self.allow_all = "all" in self.opts.allow_access_impacting
         self.worker = self._worker_phase()
+        try:
+            self.memory = MemorySession.open(
+                os.path.expanduser(self.opts.memory_path), self.opts.memory_mode, self.opts.memory_retry,
+                self.task_vars.get("ansible_facts", {}), self.catalog.benchmark_version, self.opts.skill,
+                self.opts.run_id, self.host, self.events)
+        except ValueError as exc:
+            raise LoopError("memory", str(exc)) from None
         if self.opts.health_check and not self.check_mode:
             status = health.check_host(self.action)
             if not status.healthy:
@@ -265,6 +279,11 @@ class RemediationLoop:
         data = outcome.to_dict()
         del data["rule"], data["attempts"], data["attempt_log"]
         self.events.emit("rule_complete", rule=safety.short_rule_id(rule_id), attempt=outcome.attempts or None, **data)
+        if self.memory is not None and not self.check_mode:
+            entry = dict(outcome.to_dict(), rule=rule.short_id)
+            item = self.items.get(rule_id)
+            records = [dataclasses.asdict(a) for a in item.attempts] if item else []
+            self.memory.learn(entry, records, from_memory=outcome.from_memory is not None)
         return outcome
 
     def finish_item(self, item: A.WorkItem, reason: str, detail: str = "") -> outcomes.RuleOutcome:
@@ -278,7 +297,8 @@ class RemediationLoop:
         changed = ["%s (%s)" % (r.get("name"), r.get("module")) for r in (last.report.get("task_results") or [])
                    if r.get("changed") and not r.get("check_mode")] if last else []
         return self._finish(item.rule, reason, attempts=len(item.attempts), modules=modules, changed_tasks=changed,
-                            detail=detail[:800], attempt_log=[a.log_entry() for a in item.attempts])
+                            detail=detail[:800], attempt_log=[a.log_entry() for a in item.attempts],
+                            lessons_shown=list(item.lessons_shown))
 
     def out_of_budget(self) -> bool:
         """True once the run's time budget (``time_budget`` seconds) is spent."""
@@ -319,6 +339,15 @@ class RemediationLoop:
             return None
         item = self._item(rule_id)
         fix = rule.ansible_fix
+        tasks, unrenderable = None, None
+        if fix is not None:
+            try:
+                tasks = yaml.safe_load(self.catalog.render_fix(rule_id, self.profile.id)) or []
+            except (CatalogError, yaml.YAMLError) as exc:  # content fault: this rule, not the run
+                unrenderable = "the content's fix cannot be rendered: %s" % exc
+        acted, applied = self._from_memory(item, tasks)
+        if acted:
+            return applied
         if fix is None:
             if self.check_mode:
                 self._finish(rule_id, "check_mode" if self.worker.agents else "llm_unavailable",
@@ -326,11 +355,9 @@ class RemediationLoop:
             else:
                 self.queue.append(rule_id)
             return None
-        try:
-            tasks = yaml.safe_load(self.catalog.render_fix(rule_id, self.profile.id)) or []
-        except (CatalogError, yaml.YAMLError) as exc:  # content fault: this rule, not the run
+        if unrenderable:
             attempt = item.new_attempt(A.VENDOR)
-            attempt.gate = attempt.detail = "the content's fix cannot be rendered: %s" % exc
+            attempt.gate = attempt.detail = unrenderable
             attempt.verdict, attempt.reason = A.REFUSED, "fix_refused"
             self.queue.append(rule_id)
             return None
@@ -353,6 +380,39 @@ class RemediationLoop:
             return None
         return Applied(item, attempt, fix.reboot)
 
+    def _from_memory(self, item: A.WorkItem, vendor_tasks: list | None) -> tuple[bool, Applied | None]:
+        """Act on what memory knows before the vendor fix (issue 6 item 5): classify the rule
+        with zero attempts (a caution, or a vendor failure with no model to try anything
+        else), skip the vendor fix for the Worker, or first try tasks that verified on a host
+        like this one. Returns (acted, the Applied attempt to verify or None)."""
+        if self.memory is None:
+            return False, None
+        decision = self.memory.decide(item.rule, item.category, llm=self.worker.agents is not None,
+                                      tasks_sha=tasks_sha(vendor_tasks) if vendor_tasks else None)
+        if decision is None or (decision.action == "try_first" and decision.source == "vendor"):
+            return False, None  # proven vendor tasks are the content's fix: it runs as usual
+        item.lessons_shown.append(decision.lesson)
+        if self.check_mode:
+            self._finish(item.rule, "check_mode", detail="memory would act: %s" % decision.detail,
+                         lessons_shown=[decision.lesson])
+            return True, None
+        if decision.action == "classify":
+            self._finish(item.rule, decision.reason, detail=decision.detail, from_memory=decision.lesson,
+                         lessons_shown=[decision.lesson])
+            return True, None
+        if decision.action == "skip_vendor":
+            self.queue.append(item.rule)
+            return True, None
+        attempt = item.new_attempt(A.WORKER)  # try_first: tasks a Worker wrote that verified before
+        attempt.origin = attempt.detail = decision.detail
+        started = time.monotonic()
+        self.runner.run(item, attempt, decision.tasks, trusted=False)
+        attempt.seconds = time.monotonic() - started
+        if attempt.verdict:
+            self._after_vendor(item)
+            return True, None
+        return True, Applied(item, attempt, False)
+
     def verify(self, applied: list[Applied]) -> None:
         """Re-evaluate applied vendor fixes in ONE oscap call (with the rules they require),
         judge each by its own rule-result (a missing result is never a pass), then roll back
@@ -366,7 +426,7 @@ class RemediationLoop:
             value = "scanner_crash" if kind in CRASH_KINDS else "scan_failed"
             for entry in applied:
                 self.runner.judge(entry.item, entry.attempt, value, None, entry.reboot)
-                entry.attempt.detail = "verification failed: %s" % str(result.get("msg"))[:500]
+                entry.attempt.say("verification failed: %s" % str(result.get("msg"))[:500])
         else:
             evidence = result.get("evidence") or {}
             for entry in applied:
@@ -496,7 +556,8 @@ class RemediationLoop:
         if final is not None:
             self._mark_regressed(final.get("rules", {}))
         self._close_checkpoints()
-        return self._report(baseline, final, picked_up)
+        memory = self.memory.close() if self.memory is not None else None
+        return self._report(baseline, final, picked_up, memory)
 
     def _close_checkpoints(self) -> None:
         """Remove this run's checkpoints from the host: every attempt is judged by now and
@@ -538,7 +599,7 @@ class RemediationLoop:
         return {"endpoint": self.opts.llm.base_url, "model": self.opts.llm.model,
                 "tokens": sum(item.tokens for item in self.items.values()), "down": self.worker.llm_down}
 
-    def _report(self, baseline: dict, final: dict | None, picked_up: list[str]) -> dict:
+    def _report(self, baseline: dict, final: dict | None, picked_up: list[str], memory: dict | None = None) -> dict:
         """The host report; ``after`` is None when the host was stopped before a final scan."""
         before, after = baseline.get("rules", {}), (final or {}).get("rules", {})
         regressions = sorted(
@@ -563,6 +624,7 @@ class RemediationLoop:
             },
             "check_mode": self.check_mode,
             "llm": self._llm_summary(),
+            "memory": memory,
             "before": counts_of(before),
             "after": counts_of(after) if final is not None else None,
             "after_scan": final.get("label") if final is not None else None,

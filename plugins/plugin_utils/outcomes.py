@@ -89,7 +89,10 @@ class RuleOutcome:
     ``changed_tasks`` "task name (module)" of the tasks that changed the host; ``detail`` a
     one-line human explanation (an error message, the override that was found), at most a few
     hundred characters; ``attempt_log`` one dict per attempt (see
-    :meth:`attempts.Attempt.log_entry`: source, verdict, reason, tokens, rolled_back...).
+    :meth:`attempts.Attempt.log_entry`: source, verdict, reason, tokens, rolled_back...);
+    ``lessons_shown`` the ids of the memory lessons its attempts were shown or decided by;
+    ``from_memory`` the lesson id when memory decided the rule without an attempt (then
+    ``attempts`` is 0).
     """
 
     rule: str
@@ -101,6 +104,8 @@ class RuleOutcome:
     category: str = ""
     changed_tasks: list[str] = dataclasses.field(default_factory=list)
     attempt_log: list[dict] = dataclasses.field(default_factory=list)
+    lessons_shown: list[str] = dataclasses.field(default_factory=list)
+    from_memory: str | None = None
 
     def __post_init__(self) -> None:
         expected = outcome_for(self.reason)

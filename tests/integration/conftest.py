@@ -73,9 +73,12 @@ def run_remediate(inventory, limit, runs_dir, extra=None, *flags):
     """Run the main job (playbooks/remediate.yml) for real; returns the CompletedProcess.
 
     ``limit`` is the -l pattern, ``runs_dir`` becomes scapforge_runs_dir, ``extra`` more
-    extra vars (JSON), ``flags`` more ansible-playbook arguments such as --check.
+    extra vars (JSON), ``flags`` more ansible-playbook arguments such as --check. Unless
+    ``extra`` names one, the lesson store is ``<runs_dir>/memory``: a test's runs learn only
+    from each other, never from another test or from ~/.scapforge.
     """
     extra_vars = dict(extra or {}, scapforge_runs_dir=str(runs_dir))
+    extra_vars.setdefault("scapforge_memory_path", str(Path(runs_dir) / "memory"))
     return subprocess.run(
         ["ansible-playbook", "playbooks/remediate.yml", "-i", str(inventory), "-l", limit,
          "-e", json.dumps(extra_vars), *flags],

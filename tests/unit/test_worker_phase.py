@@ -51,6 +51,7 @@ class FakeLoop:
         self.results = list(results)
         self.rollbacks = []
         self.runner = self
+        self.memory = None
 
     def out_of_budget(self):
         return False

@@ -1,0 +1,367 @@
+"""Lesson extraction and recording (memory/lessons.py) on a hand-made host report and attempt
+records shaped as loop.RemediationLoop._report() and attempts.Attempt write them.
+
+Seed 002: a lesson exists only with cue, action and evidence; extraction is idempotent.
+Case llm-pipefail-under-dash: the pipefail lesson is recorded once, with evidence from every
+rule it happened on.
+"""
+
+import copy
+
+import pytest
+from tinydb import Query, TinyDB
+from tinydb.storages import MemoryStorage
+
+from ansible_collections.scapforge.remediation.plugins.plugin_utils.memory import lessons as L
+
+P = "xccdf_org.ssgproject.content_rule_"
+SKILL = "anssi-debian12"
+FACTS = {"distribution": "Debian", "distribution_major_version": "12", "distribution_version": "12.7",
+         "virtualization_role": "guest", "virtualization_type": "systemd-nspawn"}
+FP = L.fingerprint(FACTS, "0.1.76", SKILL)
+UMASK_TASKS = [{"name": "Set UMASK", "ansible.builtin.lineinfile": {
+    "path": "/etc/login.defs", "regexp": "^UMASK", "line": "UMASK 027", "backup": True}},
+    {"name": "facts", "ansible.builtin.package_facts": {"manager": "auto"}}]
+PIPE_VENDOR = [{"name": "Get rules groups", "ansible.builtin.shell":
+                "set -o pipefail && grep -n '^OwnerMode' /etc/aide/aide.conf | head -1"}]
+PIPE_WORKER = [{"name": "Count watches", "ansible.builtin.shell":
+                "set -o pipefail && grep -c passwd /etc/audit/rules.d/audit.rules | head -1"}]
+SSHD_TASKS = [{"ansible.builtin.lineinfile": {"path": "/etc/ssh/sshd_config", "regexp": "^ClientAliveInterval",
+                                               "line": "ClientAliveInterval 300"}}]
+GOOD_AUDIT = [{"ansible.builtin.lineinfile": {"path": "/etc/audit/rules.d/audit.rules", "create": True,
+                                              "line": "-w /etc/passwd -p wa -k audit_rules_usergroup_modification"}}]
+
+
+def rec(number, source, verdict, reason, tasks=None, error=None, gate=None, detail="", reflection=None):
+    """An Attempt.__dict__-like record (the fields extract reads)."""
+    report = None if gate else {"ok": error is None, "changed": True, "error": error, "modules": [],
+                                "task_results": []}
+    return {"number": number, "source": source, "tasks": tasks or [], "gate": gate, "report": report,
+            "verdict": verdict, "reason": reason, "detail": detail or (error or gate or ""),
+            "reflection": reflection, "result": "pass" if verdict == "passed" else "fail"}
+
+
+def outcome(outcome_, reason, category, attempts=0, detail=""):
+    return {"rule": "", "outcome": outcome_, "reason": reason, "attempts": attempts, "category": category,
+            "detail": detail, "modules": [], "changed_tasks": [], "attempt_log": []}
+
+
+def report_and_attempts(host="lab1", run_id="r1", pipefail_line="1"):
+    """One host's run: 10 rules covering every extraction path."""
+    err = "non-zero return code: /bin/sh: %s: set: Illegal option -o pipefail" % pipefail_line
+    attempts = {
+        P + "accounts_umask_etc_login_defs": [rec(1, "vendor", "passed", "verified", UMASK_TASKS)],
+        P + "aide_verify_acls": [rec(1, "vendor", "failed", "fix_failed", PIPE_VENDOR, error=err)],
+        P + "aide_check_audit_tools": [rec(1, "vendor", "failed", "fix_failed", PIPE_VENDOR, error=err)],
+        P + "sysctl_kernel_dmesg_restrict": [rec(1, "vendor", "failed", "environment:read_only_proc_sys", [],
+                                                 error="sysctl: permission denied on key 'kernel.dmesg_restrict'")],
+        P + "sysctl_net_ipv4_ip_forward": [rec(1, "vendor", "failed", "environment:read_only_proc_sys", [],
+                                               error="sysctl: permission denied on key 'net.ipv4.ip_forward'")],
+        P + "sshd_set_idle_timeout": [rec(1, "vendor", "ineffective", "fix_ineffective", SSHD_TASKS)],
+        P + "audit_rules_usergroup_modification_passwd": [
+            rec(1, "vendor", "no_effect", "no_effect", GOOD_AUDIT[:0] + [{"ansible.builtin.lineinfile": {
+                "path": "/etc/audit/rules.d/audit.rules", "regexp": "^-w /etc/passwd.*$", "backrefs": True,
+                "line": "-w /etc/passwd -p wa -k audit_rules_usergroup_modification"}}],
+                reflection={"diagnosis": "backrefs with no matching line writes nothing (pid 4242)",
+                            "lesson": {"cue": "lineinfile with backrefs: true and no line matching the regexp "
+                                              "(seen 2026-11-30T12:00:01Z)",
+                                       "action": "drop backrefs so the line is added"}}),
+            rec(2, "worker", "failed", "fix_failed", PIPE_WORKER, error=err,
+                reflection={"diagnosis": "dash has no pipefail",
+                            "lesson": {"cue": "Illegal option -o pipefail", "action": "use executable: /bin/bash"}}),
+            rec(3, "worker", "passed", "verified", GOOD_AUDIT),
+        ],
+        P + "sysctl_kernel_kptr_restrict": [rec(1, "vendor", "ineffective", "reboot_required", [])],
+        P + "package_telnet_removed": [
+            rec(1, "worker", "refused", "fix_refused", gate="task 1 'Remove': no module named 'ansible.builtin.apt_remove' "
+                "in this Ansible installation; did you mean ansible.builtin.apt?"),
+            rec(2, "worker", "failed", "fix_failed", [{"ansible.builtin.shell": "systemctl mask telnet"}],
+                error="Failed to mask unit: Unit file telnet.service does not exist (took 12 ms)",
+                reflection={"diagnosis": "no telnet unit", "lesson": {"cue": "\x1b[31m\n\t", "action": "x"}}),
+        ],
+    }
+    rules = {
+        "accounts_umask_etc_login_defs": outcome("remediated", "verified", "accounts", 1),
+        "aide_verify_acls": outcome("escalated", "fix_failed", "integrity", 1, err),
+        "aide_check_audit_tools": outcome("escalated", "fix_failed", "integrity", 1, err),
+        "sysctl_kernel_dmesg_restrict": outcome("escalated", "environment:read_only_proc_sys", "kernel", 1),
+        "sysctl_net_ipv4_ip_forward": outcome("escalated", "environment:read_only_proc_sys", "kernel", 1),
+        "kernel_config_x86_vsyscall": outcome("escalated", "environment:kernel_config", "kernel_config", 0,
+                                              "no fix on a running host can pass this rule"),
+        "sshd_set_idle_timeout": outcome("escalated", "fix_ineffective", "ssh", 1),
+        "audit_rules_usergroup_modification_passwd": outcome("remediated", "verified", "audit", 3),
+        "sysctl_kernel_kptr_restrict": outcome("deferred", "reboot_required", "kernel", 1),
+        "package_telnet_removed": outcome("escalated", "attempt_budget", "services", 2),
+        "sudo_remove_nopasswd": outcome("skipped", "access_impacting", "sudo", 0),
+        "banner_etc_issue": outcome("escalated", "llm_unavailable", "banner", 0),
+    }
+    for short, entry in rules.items():
+        entry["rule"] = short
+    return {"host": host, "run_id": run_id, "check_mode": False, "rules": rules}, attempts
+
+
+def tables():
+    db = TinyDB(storage=MemoryStorage)
+    return db.table("lessons"), db.table("evidence")
+
+
+def by_cue(lessons_table, text):
+    found = [d for d in lessons_table.all() if text in d["cue"]]
+    assert len(found) == 1, [d["cue"] for d in lessons_table.all()]
+    return found[0]
+
+
+# ----------------------------------------------------------------------------- fingerprint, text
+def test_fingerprint_names_os_major_version_virtualization_content_and_skill():
+    assert FP == {"os": "debian", "os_version": "12", "virtualization": "systemd-nspawn",
+                  "content_version": "0.1.76", "skill": SKILL}
+    bare = L.fingerprint({"ansible_distribution": "RedHat", "ansible_distribution_version": "9.4",
+                          "ansible_virtualization_role": "host", "ansible_virtualization_type": "kvm"}, "0.1.76", "stig")
+    assert bare == {"os": "redhat", "os_version": "9", "virtualization": "none", "content_version": "0.1.76",
+                    "skill": "stig"}
+    assert L.fingerprint({}, "", "")["os"] == "unknown"
+
+
+def test_clean_text_is_one_capped_line_without_controls_or_escapes():
+    hostile = "a\nb\r\n\tc\x00\x07\x1b[31mRED\x1b[0m\u202eevil\u2028d" + "x" * 10000
+    out = L.clean_text(hostile, 40)
+    assert len(out) == 40 and out.endswith("\u2026")
+    assert out.startswith("a b c RED evil d")
+    assert not any(ord(ch) < 32 or 0x7f <= ord(ch) <= 0x9f for ch in out)
+
+
+def test_stable_text_removes_what_differs_between_runs_and_keeps_values():
+    one = L.stable_text("failed at 2026-11-30T12:00:01Z, pid 1234, line 12 of /tmp/ansible-tmp-17.2-99/x.py: UMASK 027", 200)
+    two = L.stable_text("failed at 2026-12-01T08:10:59Z, pid 77, line 40 of /tmp/ansible-tmp-18.9-12/x.py: UMASK 027", 200)
+    assert one == two == "failed at <time>, pid <n>, line <n> of <ansible-tmp>: UMASK 027"
+
+
+def test_summary_names_changes_with_canonical_modules_and_key_arguments():
+    text = L.summarise_tasks([{"lineinfile": {"path": "/etc/login.defs", "regexp": "^UMASK", "line": "UMASK 027",
+                                              "backup": True}},
+                              {"ansible.builtin.sysctl": {"name": "kernel.dmesg_restrict", "value": "1"}},
+                              {"ansible.builtin.package_facts": {}}])
+    assert text == ("ansible.builtin.lineinfile(path=/etc/login.defs, regexp=^UMASK, line=UMASK 027); "
+                    "ansible.posix.sysctl(name=kernel.dmesg_restrict, value=1)")
+
+
+# ----------------------------------------------------------------------------- extraction
+def test_extract_makes_one_candidate_per_fact_and_nothing_for_skips_deferrals_and_no_attempts():
+    report, attempts = report_and_attempts()
+    cands = L.extract(report, attempts, FP, SKILL)
+    kinds = sorted((c.kind, c.status, c.scope["rule"] or "") for c in cands)
+    assert kinds == sorted((k, s, r or "") for k, s, r in [
+        ("positive", "confirmed", "accounts_umask_etc_login_defs"),
+        ("negative", "confirmed", None),  # pipefail, aide_verify_acls vendor
+        ("negative", "confirmed", None),  # pipefail, aide_check_audit_tools vendor
+        ("caution", "confirmed", None),   # read_only_proc_sys, dmesg_restrict
+        ("caution", "confirmed", None),   # read_only_proc_sys, ip_forward
+        ("caution", "confirmed", None),   # kernel_config
+        ("negative", "confirmed", "sshd_set_idle_timeout"),
+        ("positive", "confirmed", "audit_rules_usergroup_modification_passwd"),
+        ("negative", "confirmed", "audit_rules_usergroup_modification_passwd"),  # vendor no_effect
+        ("negative", "confirmed", None),  # pipefail, worker attempt 2
+        ("negative", "confirmed", "audit_rules_usergroup_modification_passwd"),  # reflection 1, confirmed by attempt 3
+        ("negative", "confirmed", None),  # reflection 2 folded into pipefail
+        ("negative", "confirmed", None),  # gate refusal: unknown module (skill-wide)
+        ("negative", "confirmed", "package_telnet_removed"),  # unrecognised task error: rule-specific
+    ])
+    # the reflection whose cue was only an escape sequence and whitespace is refused, not stored empty
+    assert all(c.cue.strip() and c.action.strip() for c in cands)
+    assert not [c for c in cands if c.scope["rule"] in ("sysctl_kernel_kptr_restrict", "sudo_remove_nopasswd",
+                                                         "banner_etc_issue")]
+
+
+def test_check_mode_report_teaches_nothing():
+    report, attempts = report_and_attempts()
+    report["check_mode"] = True
+    assert L.extract(report, attempts, FP, SKILL) == []
+
+
+def test_pipefail_is_one_lesson_with_evidence_from_every_rule_it_happened_on():
+    lessons_t, evidence_t = tables()
+    report, attempts = report_and_attempts()
+    L.record(lessons_t, evidence_t, L.extract(report, attempts, FP, SKILL), now="2026-11-30T12:00:00Z")
+    pipe = [d for d in lessons_t.all() if d.get("pattern") == "dash_pipefail"]
+    assert len(pipe) == 1
+    pipe = pipe[0]
+    assert pipe["scope"] == {"skill": SKILL, "rule": None, "category": None}
+    assert pipe["kind"] == "negative" and pipe["status"] == "confirmed"
+    assert "executable: /bin/bash" in pipe["action"]
+    # 2 vendor attempts + 1 worker attempt + the Reflector's answer after it = 4 rows
+    assert pipe["support"] == 4
+    rows = evidence_t.search(Query().lesson == pipe["id"])
+    assert sorted(r["source_id"] for r in rows) == [
+        "r1/lab1/aide_check_audit_tools/1", "r1/lab1/aide_verify_acls/1",
+        "r1/lab1/audit_rules_usergroup_modification_passwd/2", "r1/lab1/audit_rules_usergroup_modification_passwd/2"]
+    assert sorted(r["source_kind"] for r in rows) == ["attempt", "attempt", "attempt", "reflection"]
+    assert pipe["rules"] == {
+        "aide_check_audit_tools": {"reason": "fix_failed", "vendor": "fix_failed",
+                                   "vendor_tasks_sha": L.tasks_sha(PIPE_VENDOR)},
+        "aide_verify_acls": {"reason": "fix_failed", "vendor": "fix_failed", "vendor_tasks_sha": L.tasks_sha(PIPE_VENDOR)},
+        "audit_rules_usergroup_modification_passwd": {"reason": "fix_failed", "vendor": None, "vendor_tasks_sha": None},
+    }
+    # a Reflector lesson about it is not a second pipefail lesson
+    assert not [d for d in lessons_t.all() if "Illegal option" in d["cue"] and d.get("pattern") is None]
+
+
+def test_recording_the_same_report_twice_adds_no_evidence_and_keeps_support():
+    lessons_t, evidence_t = tables()
+    report, attempts = report_and_attempts()
+    first = L.record(lessons_t, evidence_t, L.extract(report, attempts, FP, SKILL), now="2026-11-30T12:00:00Z")
+    assert len(first["created"]) == len(lessons_t) == 10 and first["supported"] == []
+    before_l = sorted((d["id"], d["support"], d["updated"]) for d in lessons_t.all())
+    before_e = len(evidence_t)
+    assert before_e == 15
+    again = L.record(lessons_t, evidence_t, L.extract(report, attempts, FP, SKILL), now="2026-12-01T00:00:00Z")
+    assert again == {"created": [], "supported": []}
+    assert len(evidence_t) == before_e
+    assert sorted((d["id"], d["support"], d["updated"]) for d in lessons_t.all()) == before_l
+
+
+def test_a_second_host_supports_the_same_lessons_and_line_numbers_do_not_split_them():
+    lessons_t, evidence_t = tables()
+    r1, a1 = report_and_attempts("lab1", "r1", pipefail_line="1")
+    r2, a2 = report_and_attempts("lab2", "r1", pipefail_line="3")
+    L.record(lessons_t, evidence_t, L.extract(r1, a1, FP, SKILL), now="2026-11-30T12:00:00Z")
+    second = L.record(lessons_t, evidence_t, L.extract(r2, a2, FP, SKILL), now="2026-11-30T13:00:00Z")
+    assert second["created"] == []
+    assert len(second["supported"]) == 10 == len(lessons_t)
+    assert len(evidence_t) == 2 * 15
+    assert by_cue(lessons_t, "set -o pipefail")["support"] == 8
+    caution = by_cue(lessons_t, "kernel parameters")
+    assert caution["support"] == 4 and caution["updated"] == "2026-11-30T13:00:00Z"
+    assert caution["created"] == "2026-11-30T12:00:00Z"
+
+
+def test_caution_carries_the_reason_to_reuse_and_names_every_rule():
+    lessons_t, evidence_t = tables()
+    report, attempts = report_and_attempts()
+    L.record(lessons_t, evidence_t, L.extract(report, attempts, FP, SKILL))
+    caution = by_cue(lessons_t, "kernel parameters")
+    assert caution["cue"] == "a fix sets kernel parameters (sysctl) on this systemd-nspawn host"
+    assert caution["reason"] == "environment:read_only_proc_sys" and caution["status"] == "confirmed"
+    assert sorted(caution["rules"]) == ["sysctl_kernel_dmesg_restrict", "sysctl_net_ipv4_ip_forward"]
+    assert caution["scope"]["rule"] is None
+    kconf = by_cue(lessons_t, "kernel_config_*")
+    assert kconf["reason"] == "environment:kernel_config" and list(kconf["rules"]) == ["kernel_config_x86_vsyscall"]
+
+
+def test_positive_lesson_keeps_the_tasks_that_verified():
+    lessons_t, evidence_t = tables()
+    report, attempts = report_and_attempts()
+    L.record(lessons_t, evidence_t, L.extract(report, attempts, FP, SKILL))
+    umask = [d for d in lessons_t.all() if d["kind"] == "positive"
+             and d["scope"]["rule"] == "accounts_umask_etc_login_defs"][0]
+    assert umask["tasks"] == UMASK_TASKS
+    assert umask["action"] == ("the content's own fix verified (OpenSCAP pass): ansible.builtin.lineinfile("
+                               "path=/etc/login.defs, regexp=^UMASK, line=UMASK 027)")
+    assert umask["scope"] == {"skill": SKILL, "rule": "accounts_umask_etc_login_defs", "category": "accounts"}
+    assert umask["confidence"] == 1.0 and umask["weight"] == 0.5
+    assert umask["id"] == "L" + umask["dedupe_key"][:12]
+
+
+def test_reflector_lesson_is_confirmed_only_by_a_later_pass_and_is_stable_text():
+    lessons_t, evidence_t = tables()
+    report, attempts = report_and_attempts()
+    L.record(lessons_t, evidence_t, L.extract(report, attempts, FP, SKILL))
+    refl = by_cue(lessons_t, "backrefs: true")
+    assert refl["cue"] == "lineinfile with backrefs: true and no line matching the regexp (seen <time>)"
+    assert refl["status"] == "confirmed" and refl["support"] == 2
+    assert sorted(r["source_kind"] for r in evidence_t.search(Query().lesson == refl["id"])) == ["outcome", "reflection"]
+    # the same reflection on a rule that was never remediated stays a candidate
+    report2, attempts2 = report_and_attempts("lab2")
+    report2["rules"]["audit_rules_usergroup_modification_passwd"] = outcome("escalated", "attempt_budget", "audit", 2)
+    attempts2[P + "audit_rules_usergroup_modification_passwd"] = attempts2[
+        P + "audit_rules_usergroup_modification_passwd"][:2]
+    lessons2, evidence2 = tables()
+    L.record(lessons2, evidence2, L.extract(report2, attempts2, FP, SKILL))
+    cand = by_cue(lessons2, "backrefs: true")
+    assert cand["status"] == "candidate" and cand["confidence"] == 0.5 and cand["support"] == 1
+    # recording the confirming run later upgrades it (same dedupe key)
+    L.record(lessons2, evidence2, L.extract(report, attempts, FP, SKILL))
+    assert by_cue(lessons2, "backrefs: true")["status"] == "confirmed"
+
+
+def test_rule_specific_and_skill_wide_failures():
+    lessons_t, evidence_t = tables()
+    report, attempts = report_and_attempts()
+    L.record(lessons_t, evidence_t, L.extract(report, attempts, FP, SKILL))
+    ineffective = by_cue(lessons_t, "sshd_set_idle_timeout")
+    assert ineffective["scope"]["rule"] == "sshd_set_idle_timeout" and ineffective["scope"]["category"] == "ssh"
+    assert ineffective["cue"] == "the content's own fix for rule sshd_set_idle_timeout"
+    assert ineffective["reason"] == "fix_ineffective" and ineffective["tasks"] == SSHD_TASKS
+    unknown_module = by_cue(lessons_t, "apt_remove")
+    assert unknown_module["scope"]["rule"] is None and unknown_module["pattern"] == "unknown_module"
+    assert unknown_module["action"].endswith("the module that exists: ansible.builtin.apt")
+    # an error we cannot recognise stays with its rule, numbers blanked (attempts.normalise)
+    telnet = by_cue(lessons_t, "telnet")
+    assert telnet["scope"]["rule"] == "package_telnet_removed"
+    assert "(took # ms)" in telnet["cue"] and "unit file telnet.service does not exist" in telnet["cue"]
+
+
+def test_admission_rule_refuses_empty_lessons():
+    ev = L.Evidence(lesson="", source_kind="outcome", source_id="r/h/x")
+    with pytest.raises(L.LessonError, match="cue and an action"):
+        L.Candidate(kind="negative", status="candidate", scope={"skill": SKILL}, cue=" \x1b[0m\n", action="x",
+                    fingerprint=FP, evidence=[ev])
+    with pytest.raises(L.LessonError, match="evidence"):
+        L.Candidate(kind="negative", status="candidate", scope={"skill": SKILL}, cue="c", action="a",
+                    fingerprint=FP, evidence=[])
+    with pytest.raises(L.LessonError, match="kind"):
+        L.Candidate(kind="tip", status="candidate", scope={}, cue="c", action="a", fingerprint=FP, evidence=[ev])
+    good = L.Candidate(kind="negative", status="candidate", scope={"skill": SKILL}, cue="c", action="a",
+                       fingerprint=FP, evidence=[copy.copy(ev)])
+    good.evidence = []
+    lessons_t, evidence_t = tables()
+    with pytest.raises(L.LessonError):
+        L.record(lessons_t, evidence_t, [good])
+    with pytest.raises(L.LessonError):
+        L.record(lessons_t, evidence_t, [{"cue": "c"}])
+    assert len(lessons_t) == 0 and len(evidence_t) == 0
+
+
+def test_dedupe_key_covers_kind_scope_text_and_fingerprint():
+    scope = {"skill": SKILL, "rule": "r", "category": "c"}
+    key = L.dedupe_key("negative", scope, "Cue  text", "Action", FP)
+    assert key == L.dedupe_key("negative", dict(scope), "cue text", "action", dict(FP))
+    assert key != L.dedupe_key("positive", scope, "cue text", "action", FP)
+    assert key != L.dedupe_key("negative", dict(scope, rule=None), "cue text", "action", FP)
+    assert key != L.dedupe_key("negative", scope, "cue text", "action", dict(FP, virtualization="kvm"))
+    assert key != L.dedupe_key("negative", scope, "cue text 2", "action", FP)
+
+
+def test_documents_round_trip():
+    lessons_t, evidence_t = tables()
+    report, attempts = report_and_attempts()
+    L.record(lessons_t, evidence_t, L.extract(report, attempts, FP, SKILL))
+    for doc in lessons_t.all():
+        assert L.Lesson.from_doc(doc).to_doc() == dict(doc)
+    for doc in evidence_t.all():
+        assert L.Evidence.from_doc(doc).to_doc() == dict(doc)
+
+
+@pytest.mark.parametrize("message, slug, cue", [
+    # case llm-command-warn-arg, as the gate words it
+    ("Unsupported parameters for (ansible.builtin.command) module: warn, foo. Supported parameters include: argv",
+     "unsupported_parameters", "module ansible.builtin.command refuses the argument(s) warn, foo"),
+    # case llm-invented-module
+    ("no module named 'ansible.builtin.sysctl_setting' in this Ansible installation; did you mean ansible.posix.sysctl?",
+     "unknown_module", "a task names module ansible.builtin.sysctl_setting, which does not exist"),
+    ("non-zero return code: /bin/sh: 7: set: Illegal option -o pipefail", "dash_pipefail",
+     'a shell task runs "set -o pipefail" and fails with "Illegal option -o pipefail"'),
+    ("/bin/sh: 1: aide: not found", "command_not_found",
+     "a shell or command task calls aide, which is not installed on this host"),
+    ("Destination /etc/audit/rules.d/x.rules does not exist !", "destination_missing",
+     'lineinfile/replace fails with "Destination ... does not exist"'),
+    ("No package matching 'auditd-plugins' is available", "no_package",
+     "installing package auditd-plugins fails: no package matching auditd-plugins is available"),
+])
+def test_known_task_shape_causes(message, slug, cue):
+    pattern, match = L.match_pattern(message)
+    assert pattern.slug == slug and pattern.texts(match)[0] == cue
+
+
+def test_unrecognised_messages_match_no_pattern():
+    assert L.match_pattern("Failed to mask unit: Unit file telnet.service does not exist") is None
+    assert L.match_pattern("") is None
