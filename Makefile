@@ -10,7 +10,7 @@ export SCAPFORGE_LAB_HOME ?= /var/lib/scapforge-lab
 LAB_HOSTS ?= 1
 PROFILE ?= xccdf_org.ssgproject.content_profile_anssi_bp28_high
 
-.PHONY: deps venv lab lab-build lab-down demo test unit integration lint clean
+.PHONY: deps venv lab lab-build lab-down demo test unit integration faults lint clean
 
 # Debian packages the controller needs: Python's venv, and for the lab debootstrap,
 # systemd-nspawn, tinyproxy, ssh, curl and ip.
@@ -49,11 +49,14 @@ unit: lab-build
 integration: lab-build
 	$(PY) -m pytest -q tests/integration
 
+faults: lab-build
+	$(PY) -m pytest -q tests/faults
+
 lint: venv
 	ansible-lint
 
 test: lab-build lint
-	$(PY) -m pytest -q tests/unit tests/integration
+	$(PY) -m pytest -q tests/unit tests/integration tests/faults
 
 clean: lab-down
 	rm -rf $(VENV) .pytest_cache

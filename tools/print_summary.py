@@ -33,6 +33,17 @@ def main(argv):
             print("  %4d  %s" % (count, reason))
         print("  regressions: %s" % (report.get("regressions") or "none"))
         print("  picked up by the rescan: %d" % len(report.get("picked_up_by_rescan", [])))
+        memory = report.get("memory")
+        if memory:
+            print("  memory: %d lessons shown or acted on, %d created, %d reinforced, %d retired%s" % (
+                memory.get("shown", 0), memory.get("created", 0), memory.get("reinforced", 0),
+                memory.get("retired", 0), ("; ERROR " + memory["error"]) if memory.get("error") else ""))
+            decided = sum(1 for o in report.get("rules", {}).values() if o.get("from_memory"))
+            if decided:
+                print("  decided from memory (zero attempts): %d rules" % decided)
+        if report.get("llm"):
+            print("  llm: %s (%s), %d tokens" % (report["llm"].get("model"), report["llm"].get("endpoint"),
+                                                report["llm"].get("tokens", 0)))
         if report.get("stopped"):
             print("  STOPPED: %s" % report["stopped"])
     for host in summary.get("without_report", []):

@@ -15,7 +15,7 @@ from ansible.plugins.action import ActionBase
 
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.attempts import Budget
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.events import utc_now
-from ansible_collections.scapforge.remediation.plugins.plugin_utils.host_setup import LoopError
+from ansible_collections.scapforge.remediation.plugins.plugin_utils.host_setup import ControllerGone, LoopError
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.llm import LLMConfig
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.loop import LoopOptions, RemediationLoop
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.prompts import PromptError, PromptSet, skill_prompts_dir
@@ -53,6 +53,9 @@ ARGUMENT_SPEC = {
     "memory_path": {"type": "path", "default": "~/.scapforge/memory"},
     "memory_mode": {"type": "raw", "default": "inject"},
     "memory_retry": {"type": "bool", "default": False},
+    "allow_controller": {"type": "bool", "default": False},
+    "health_commands": {"type": "list", "elements": "str", "default": []},
+    "deadman_seconds": {"type": "int", "default": 600},
 }
 
 
@@ -95,12 +98,17 @@ class ActionModule(ActionBase):
             memory_path=args["memory_path"],
             memory_mode=self._memory_mode(args["memory_mode"]),
             memory_retry=args["memory_retry"],
+            allow_controller=args["allow_controller"],
+            health_commands=args["health_commands"],
+            deadman_seconds=args["deadman_seconds"],
         )
         loop = RemediationLoop(self, task_vars, opts, check_mode=bool(self._task.check_mode))
         try:
             if opts.llm.configured:
                 opts.prompts = self._prompts(args["skill"], args["llm_prompts"])
             report = loop.run()
+        except ControllerGone as exc:  # nobody listens any more; a resumed run settles what is open
+            raise AnsibleActionFail(str(exc)) from None
         except LoopError as exc:
             self._write_error(loop, run_dir, run_id, task_vars, exc.reason, str(exc))
             raise AnsibleActionFail("%s (reason: %s)" % (exc, exc.reason), result={"reason": exc.reason})

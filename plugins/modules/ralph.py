@@ -183,6 +183,30 @@ options:
     description: Work rules again that memory would decide at once (tasks that verified are still tried first).
     type: bool
     default: false
+  health_commands:
+    description:
+      - Shell commands (run as root on the host) that must exit 0 after every attempt, on top of the
+        built-in checks (a fresh login with become, C(sshd -t), C(visudo -c), the package database,
+        systemd units that were active before the run and failed since, login shells, owner and mode
+        of the account and sudoers files). A check that already failed before the run is reported,
+        not held against an attempt.
+    type: list
+    elements: str
+    default: []
+  deadman_seconds:
+    description:
+      - Before an attempt first changes something the controller's access depends on (sshd, PAM,
+        sudoers, accounts, network, firewall), a timer on the host restores its checkpoint by itself
+        after this many seconds unless the controller, logged in afresh, confirms the host healthy
+        and cancels it. 0 turns the switch off.
+    type: int
+    default: 600
+  allow_controller:
+    description:
+      - Work on a host that is the controller itself (a C(local) connection, or the same machine id).
+        Refused by default with reason C(controller), before anything runs.
+    type: bool
+    default: false
   llm_review_every:
     description: Failed attempts between two Architect reviews (a plateau, the same failure twice, also triggers one).
     type: int
@@ -266,7 +290,8 @@ reason:
     - When the run could not start or go on, its reason code - C(content), C(content_mismatch),
       C(untrusted_content), C(profile), C(rule), C(facts), C(unhealthy_before), C(scan_failed),
       C(scanner_crash), C(llm_remote) (an endpoint outside the network without O(llm_allow_remote)),
-      C(prompts) (a prompt template missing or broken) - with C(msg); the host's report then
+      C(prompts) (a prompt template missing or broken), C(memory) (an unknown memory mode),
+      C(controller) (the host is the controller itself) - with C(msg); the host's report then
       carries the same under C(error).
   returned: failure
   type: str

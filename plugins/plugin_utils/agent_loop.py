@@ -59,6 +59,7 @@ class WorkerPhase:
             if not self._precheck(item):
                 return
         while True:
+            loop.parent.check()
             left = self.ledger.left() if self.ledger is not None else float("inf")
             step = A.next_step(item, self.budget, llm=self.agents is not None, now=time.monotonic(),
                                run_tokens_left=left, llm_down=self.llm_down)
@@ -190,6 +191,7 @@ class WorkerPhase:
                 loop.runner.verify_one(item, attempt)
             if A.needs_rollback(attempt):
                 loop.runner.roll_back(item, attempt)
+            loop.runner.close(item, attempt)
         attempt.seconds = time.monotonic() - started
         if loop.memory is not None:
             ran = attempt.tasks if attempt.report and not attempt.gate else None

@@ -12,6 +12,7 @@ cannot undo (packages, services, the running kernel) is named in the attempt's d
 
 from __future__ import annotations
 
+import time
 import typing as t
 
 from ansible.errors import AnsibleError
@@ -22,6 +23,11 @@ from ansible_collections.scapforge.remediation.plugins.plugin_utils.checkpoint i
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.executor import TaskListExecutor
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.scanner import CRASH_KINDS
 
+#: run after a dead-man restore of sshd's files: the restored file only counts once sshd reads it.
+RELOAD_SSHD = "systemctl reload ssh 2>/dev/null || systemctl reload sshd 2>/dev/null || true"
+#: seconds to wait past a switch's firing time before logging in again.
+DEADMAN_GRACE = 10.0
+
 
 class AttemptRunner:
     """Runs, judges and undoes attempts on one host.
@@ -31,12 +37,22 @@ class AttemptRunner:
     (``checkpoint.FilesProvider``); events: the run's ``EventLog``; gate_policy: the gate's
     policy for untrusted tasks; health_check: check a fresh login after each attempt;
     stop_host: called with a detail when the host can no longer be managed; want_evidence:
-    ask oscap for the failing OVAL evidence when verifying (the agents read it).
+    ask oscap for the failing OVAL evidence when verifying (the agents read it); progress: the
+    host's ``progress.Progress`` (an attempt is ``open`` from before its first change until it
+    is judged and, where due, rolled back); start: which start of this run id this is (part of
+    checkpoint ids, so a resumed run never reuses an interrupted run's checkpoint); parent: a
+    ``host_setup.ParentWatch`` (no task runs once ansible-playbook is gone); baseline: the
+    ``health.HostBaseline`` taken before any change (None: the fresh login only);
+    health_commands: the user's commands that must exit 0; deadman_seconds: how long an armed
+    dead-man switch waits before it restores by itself (0: never armed); home: the connecting
+    user's home directory (its .ssh is access).
     ``changed`` turns True once an attempt changed the host.
     """
 
     def __init__(self, action, task_vars: dict, catalog, scanner, checkpoints, events, gate_policy,
-                 health_check: bool, stop_host: t.Callable[[str], None], want_evidence: bool = False) -> None:
+                 health_check: bool, stop_host: t.Callable[[str], None], want_evidence: bool = False,
+                 progress=None, start: int = 1, parent=None, baseline=None, health_commands: t.Sequence[str] = (),
+                 deadman_seconds: int = 600, home: str | None = None) -> None:
         self.action = action
         self.task_vars = task_vars
         self.catalog = catalog
@@ -48,31 +64,64 @@ class AttemptRunner:
         self._stop_host = stop_host
         self.want_evidence = want_evidence
         self.changed = False
+        self.progress = progress
+        self.start = start
+        self.parent = parent
+        self.baseline = baseline
+        self.health_commands = list(health_commands)
+        self.deadman_seconds = int(deadman_seconds or 0)
+        self.home = home
         self._checkpoints: dict[tuple[str, int], t.Any] = {}  # (rule, attempt number) -> Checkpoint
+
+    def checkpoint_id(self, item: A.WorkItem, attempt: A.Attempt) -> str:
+        """``<rule>-<attempt>-s<start>``: unique within the run, across resumed starts."""
+        return "%s-%d-s%d" % (item.short_id, attempt.number, self.start)
+
+    def close(self, item: A.WorkItem, attempt: A.Attempt) -> None:
+        """The attempt is settled (judged and, where due, rolled back): it leaves the progress
+        file's open attempts. One whose restore failed stays open, for a resumed run to retry."""
+        if self.progress is None or (attempt.restore and not attempt.restore.get("verified")):
+            return
+        self.progress.append("close", rule=item.rule, attempt=attempt.number)
 
     def run(self, item: A.WorkItem, attempt: A.Attempt, tasks: list, trusted: bool) -> None:
         """Run ``tasks`` as ``attempt`` under a checkpoint, then check the host's health.
 
-        Fills the attempt's report, checkpoint, gate and health; gives it its verdict when it
-        is decided before verification (refused; unhealthy, rolled back or not). A lost
-        connection or an unhealthy host that a restore cannot heal stops the host.
+        Fills the attempt's report, checkpoint, gate, health and side effects; gives it its
+        verdict when it is decided before verification (refused; unhealthy, rolled back or
+        not). Before its first change to something the controller's access depends on
+        (sshd, PAM, sudoers, accounts, network, firewall: ``safety.touches_access``) the
+        checkpoint's dead-man switch is armed: the target restores it by itself unless the
+        controller confirms health through a fresh login in time (issue 7 item 1). A lost
+        connection, or an unhealthy host that neither a restore nor the switch heals, stops
+        the host.
         """
         short = item.short_id
-        checkpoint = self.checkpoints.open("%s-%d" % (short, attempt.number))
+        checkpoint = self.checkpoints.open(self.checkpoint_id(item, attempt))
         self._checkpoints[(item.rule, attempt.number)] = checkpoint
+        if self.progress is not None:
+            self.progress.append("open", rule=item.rule, attempt=attempt.number, checkpoint=checkpoint.id)
         uncovered: dict[str, str] = {}
+        switch: dict = {}
 
         def before_change(fqcn: str, args: dict) -> str | None:
+            if self.parent is not None and self.parent.gone():  # killed playbook: change nothing more
+                return "ansible-playbook is gone; the attempt stops before this change"
             touched = paths_touched(fqcn, args)
             if touched.read_only:
                 return None
             if touched.unknown:
                 uncovered[fqcn] = touched.unknown
-            if touched.paths or touched.shallow:
+            paths = list(touched.paths) + list(touched.shallow)
+            if not switch and self.deadman_seconds and safety.touches_access(fqcn, args, paths, self.home):
+                problem = self._arm(item, attempt, checkpoint, paths, switch)
+                if problem:
+                    return problem
+            if paths:
                 try:
                     checkpoint.cover(touched.paths, touched.shallow)
                 except CheckpointError as exc:  # no change without a way back
-                    return "the checkpoint of %s failed: %s" % (", ".join(touched.paths)[:200], exc)
+                    return "the checkpoint of %s failed: %s" % (", ".join(paths)[:200], exc)
             return None
 
         attempt.tasks = tasks
@@ -80,7 +129,7 @@ class AttemptRunner:
                                     policy=None if trusted else self.gate_policy, before_change=before_change)
         report = executor.run(tasks)
         attempt.report = report.to_dict()
-        attempt.checkpoint = dict(checkpoint.to_dict(), not_covered=uncovered)
+        attempt.checkpoint = dict(checkpoint.to_dict(), not_covered=uncovered, deadman=bool(switch))
         self.changed = self.changed or report.changed
         self.events.emit(
             "fix_applied", rule=short, attempt=attempt.number, source=attempt.source, ok=report.ok,
@@ -91,39 +140,109 @@ class AttemptRunner:
             attempt.gate = report.refused
             attempt.verdict, attempt.reason = A.judge(report.refused, None, None, None)
             attempt.say(report.refused[:500])
+            self.close(item, attempt)
             return
-        if report.unreachable:  # the connection dropped during the fix: nothing can be restored now
+        if report.unreachable:  # the connection dropped: the switch, if armed, restores by itself
             attempt.verdict, attempt.reason = A.UNHEALTHY, "unhealthy"
             attempt.say("connection lost during the attempt: %s" % report.error)
-            self._stop_host("connection lost during %s: %s" % (short, report.error))
+            self._stop_host("connection lost during %s: %s%s" % (
+                short, report.error, "; its dead-man switch restores it by itself" if switch else ""))
             return
         if not self.health_check:
+            self._disarm(item, attempt, checkpoint, switch)
             return
-        status = self.health(report.changed, item)
+        status = self.health(report.changed, item, getattr(checkpoint, "absent", ()))
         attempt.health = status.to_dict()
+        attempt.side_effects = list(status.side_effects)
         self.events.emit("health", rule=short, attempt=attempt.number, **status.to_dict())
         if status.healthy:
-            return
+            if self._disarm(item, attempt, checkpoint, switch):
+                return
+            status = health.HealthReport(False, "the dead-man switch fired before the controller confirmed health",
+                                         status.seconds)
         attempt.verdict, attempt.reason = A.UNHEALTHY, "unhealthy"
         attempt.say(status.detail[:500])
+        self._heal(item, attempt, checkpoint, switch, status)
+
+    def _arm(self, item: A.WorkItem, attempt: A.Attempt, checkpoint, paths: list, switch: dict) -> str | None:
+        """Arm the checkpoint's dead-man switch before the first change that touches access;
+        returns a reason to refuse the change when it cannot be armed."""
+        post = [RELOAD_SSHD] if any(p.startswith("/etc/ssh/") for p in paths) else []
+        try:
+            state = checkpoint.arm(self.deadman_seconds, post_restore=post)
+        except CheckpointError as exc:  # no access change without the net under it
+            return "the dead-man switch could not be armed: %s" % exc
+        switch.update(state.to_dict())
+        self.events.emit("deadman", rule=item.short_id, attempt=attempt.number, step="armed", paths=paths[:10],
+                         **state.to_dict())
+        return None
+
+    def _disarm(self, item: A.WorkItem, attempt: A.Attempt, checkpoint, switch: dict) -> bool:
+        """Cancel an armed switch once the controller saw the host healthy; False when it had
+        already fired (it restored the checkpoint: the attempt is gone from the host)."""
+        if not switch:
+            return True
+        try:
+            state = checkpoint.disarm()
+        except CheckpointError as exc:
+            self.events.emit("deadman", rule=item.short_id, attempt=attempt.number, step="disarm_failed",
+                             msg=str(exc)[:300])
+            return True  # a healthy host and a switch still armed: it may fire; the verify decides
+        self.events.emit("deadman", rule=item.short_id, attempt=attempt.number, step="disarmed", **state.to_dict())
+        return not state.fired
+
+    def _heal(self, item: A.WorkItem, attempt: A.Attempt, checkpoint, switch: dict, status) -> None:
+        """An unhealthy attempt: restore it over the open connection; when that cannot be done
+        (become is what broke) and a switch is armed, wait for it to fire; then log in afresh.
+        Healthy again: ``unhealthy_rolled_back``; else the host stops (reason ``unhealthy``)."""
+        short = item.short_id
+        findings = [f for f in attempt.side_effects if f.get("kind") == "sensitive_file"]
+        if findings and self.baseline is not None:  # a chown through a symlink: no checkpoint covered it
+            undone = health.undo_sensitive_changes(self.action, findings, self.baseline)
+            self.events.emit("side_effects_undone", rule=short, attempt=attempt.number, **undone)
         restored = self.roll_back(item, attempt)
-        after = self.health(False, item) if restored else None
-        if after is not None:
-            self.events.emit("health", rule=short, attempt=attempt.number, after_restore=True, **after.to_dict())
+        by = "restore"
+        if not restored and switch:
+            by = "dead-man switch"
+            wait = float(switch.get("fires_in") or self.deadman_seconds) + DEADMAN_GRACE
+            self.events.emit("deadman", rule=short, attempt=attempt.number, step="waiting", seconds=round(wait, 1))
+            time.sleep(max(0.0, wait))
+        after = self.health(False, item)
+        self.events.emit("health", rule=short, attempt=attempt.number, after_restore=True, by=by, **after.to_dict())
+        if after.healthy and not restored and switch:
+            try:
+                state = checkpoint.deadman_status()
+                self.events.emit("deadman", rule=short, attempt=attempt.number, step="status", **state.to_dict())
+                restored = bool(state.fired and state.result and state.result.verified)
+                attempt.restore = state.result.to_dict() if state.result else attempt.restore
+            except CheckpointError as exc:
+                self.events.emit("deadman", rule=short, attempt=attempt.number, step="status_failed",
+                                 msg=str(exc)[:300])
+            attempt.rolled_back = restored
         if restored and after.healthy:
             attempt.reason = "unhealthy_rolled_back"
-            attempt.add_note("rolled back, restore verified, healthy again")
+            attempt.add_note("rolled back by the %s, verified, healthy again" % by)
+            self.close(item, attempt)
         else:
             self._stop_host("stopped after %s: %s%s" % (short, status.detail,
                                                    "" if restored else "; the rollback failed, restore by hand"))
 
-    def health(self, changed: bool, item: A.WorkItem) -> health.HealthReport:
+    def health(self, changed: bool, item: A.WorkItem, created: t.Iterable[str] = ()) -> health.HealthReport:
         """A fresh login with become; after a change to an ssh rule, a login to a check sshd
-        running the new configuration too (``plugin_utils.health``)."""
+        running the new configuration too; then, on the open connection, the checks against
+        the run's baseline (``sshd -t``, ``visudo -c``, the package database, units that
+        failed since, the user's ``scapforge_health_commands``) and the side effects beyond
+        the rule (login shells, owner and mode of sensitive files, files ``created`` whose
+        mode the umask decided): ``plugin_utils.health``."""
         status = health.check_host(self.action)
         if status.healthy and changed and item.category == "ssh":
             status = health.check_sshd_config(self.action)
-        return status
+        if not status.healthy or self.baseline is None:
+            return status
+        after = health.check_after(self.action, self.baseline, self.health_commands, created=sorted(created))
+        if after.healthy:
+            after.detail = "%s; %s" % (status.detail, after.detail) if after.detail else status.detail
+        return after
 
     def roll_back(self, item: A.WorkItem, attempt: A.Attempt) -> bool:
         """Restore the attempt's checkpoint and verify it; record the restore on the attempt

@@ -70,7 +70,8 @@ class Attempt:
     when a verified restore undid it, False when a restore was due and failed or was unsafe,
     None when none was due; detail: one line for humans; origin: where the tasks came from
     when not from this attempt's own agent (a lesson of the memory), kept at the head of the
-    detail.
+    detail; side_effects: what the attempt changed beyond its rule (``health`` findings: login
+    shells, sensitive files, modes the umask decided).
     """
 
     number: int
@@ -94,6 +95,7 @@ class Attempt:
     rolled_back: bool | None = None
     detail: str = ""
     origin: str = ""
+    side_effects: list = dataclasses.field(default_factory=list)
 
     @property
     def changed(self) -> bool:
@@ -135,6 +137,7 @@ class Attempt:
             "modules": self.modules,
             "changed": self.changed,
             "detail": self.detail[:300],
+            "side_effects": list(self.side_effects),
         }
 
     def signature(self) -> str:
@@ -266,8 +269,9 @@ def judge(refused: str | None, report: dict | None, healthy: bool | None, result
 
 def needs_rollback(attempt: Attempt) -> bool:
     """True when the attempt must be undone: it did not pass, is not waiting for a reboot,
-    and its checkpoint holds something (a refused attempt ran nothing)."""
-    if attempt.verdict in (PASSED, REFUSED) or attempt.reason == "reboot_required":
+    was not undone already (an unhealthy one is, at once), and its checkpoint holds
+    something (a refused attempt ran nothing)."""
+    if attempt.verdict in (PASSED, REFUSED) or attempt.reason == "reboot_required" or attempt.rolled_back is not None:
         return False
     return bool(attempt.checkpoint and attempt.checkpoint.get("covered"))
 

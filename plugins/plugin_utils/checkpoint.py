@@ -10,11 +10,27 @@ attempt). A failed, ineffective or unhealthy attempt is undone with
 :meth:`Checkpoint.restore`, whose :class:`RestoreResult` says whether the host now matches
 the checkpoint (digests and metadata read back on the target).
 
-Providers: ``files`` (:class:`FilesProvider`) runs the target-side module
-``scapforge.remediation.checkpoint`` on the action plugin's own connection. The interface
-(:class:`CheckpointProvider`, :class:`Checkpoint`) is meant for more: ACL/xattr/SELinux
-labels, a ``command`` provider (a saved ``sysctl -a``, a package list) and a ``lab``
-provider (snapshot of a lab host's layer).
+Providers (:data:`PROVIDERS`, built with :func:`make_provider`; a user picks one with a
+name and an options dict, e.g. the role's ``scapforge_checkpoint_provider`` and its options):
+
+- ``files`` (:class:`FilesProvider`, the default): the target-side module
+  ``scapforge.remediation.checkpoint`` on the action plugin's own connection saves each path
+  a task can touch (content, mode, owner, ACLs, extended attributes, SELinux context) and
+  restores and verifies them. Only this provider has a target-side dead-man switch
+  (:meth:`Checkpoint.arm`): a restore the target runs by itself unless disarmed in time.
+  Options: ``root``, ``max_file_bytes``, ``max_total_bytes``, ``max_entries``, ``link_targets``.
+- ``command`` (:class:`CommandProvider`): the user's own snapshot, restore and verify
+  commands (LVM, libvirt, a cloud API), run on the target with become; ``{id}`` and
+  ``{host}`` are substituted. A restore is verified when the verify command exits 0.
+  Options: ``snapshot``, ``restore``, ``verify`` (required), ``discard``, ``timeout``, ``become``.
+- ``lab`` (:class:`LabProvider`): the lab's hosts; the restore is a command run on the
+  CONTROLLER (default ``{python} lab/lab.py reset {host}``: the host's overlay is wiped back
+  to the lab's baseline), verified by a fresh SSH login with become. Options:
+  ``restore_command``, ``snapshot_command``, ``cwd``, ``timeout``.
+
+``command`` and ``lab`` checkpoints are whole-host (:attr:`Checkpoint.whole_host`): one
+snapshot before the first change covers every path and what files cannot hold (packages,
+services), and a restore also undoes what happened since for other reasons.
 
 What a checkpoint does not cover is said, never hidden: ``Checkpoint.uncovered`` (paths the
 target could not save, with why) and ``Touched.unknown`` (changes that are not files at all:
@@ -24,9 +40,12 @@ from __future__ import annotations
 
 import abc
 import dataclasses
+import pathlib
 import posixpath
 import re
 import shlex
+import subprocess
+import sys
 import time
 import typing as t
 
@@ -74,13 +93,110 @@ class RestoreResult:
         return dataclasses.asdict(self)
 
 
+NEVER_ARMED = 'no dead-man switch was armed'
+
+
+@dataclasses.dataclass
+class DeadmanState:
+    """A checkpoint's dead-man switch as the target reports it (the module's ``deadman``).
+
+    armed: its timer or process is waiting to fire. fired: it restored the checkpoint by
+      itself; ``result`` is that restore. cancelled: this disarm stopped it before it fired.
+    lost: armed, never disarmed, never fired, and nothing is scheduled any more (the target
+      rebooted, or someone stopped it). firing: its program runs right now.
+    method: ``systemd`` (transient timer ``unit``.timer) or ``sleep`` (detached process ``pid``);
+      method_why: why that one. armed_at, fires_at: epoch seconds on the TARGET's clock;
+      fires_in: seconds from the call to the firing; timeout: seconds it was armed for.
+    result: the fired restore as a RestoreResult (seconds: the target's), else None.
+    seconds: wall-clock seconds of the call on the controller. detail: one human line.
+    """
+
+    armed: bool
+    fired: bool = False
+    cancelled: bool = False
+    lost: bool = False
+    firing: bool = False
+    method: str | None = None
+    method_why: str | None = None
+    unit: str | None = None
+    pid: int | None = None
+    armed_at: float | None = None
+    fires_at: float | None = None
+    fires_in: float | None = None
+    timeout: int | None = None
+    result: RestoreResult | None = None
+    seconds: float = 0.0
+    detail: str = ''
+
+    @classmethod
+    def from_module(cls, deadman: dict, seconds: float) -> 'DeadmanState':
+        """From the module's ``deadman`` return value (see plugins/modules/checkpoint.py)."""
+        deadman = deadman or {}
+        fired = deadman.get('result')
+        result = fired_restore_result(fired, deadman.get('method')) if fired else None
+        state = cls(armed=bool(deadman.get('armed')), fired=bool(deadman.get('fired')),
+                    cancelled=bool(deadman.get('cancelled')), lost=bool(deadman.get('lost')),
+                    firing=bool(deadman.get('firing')), method=deadman.get('method'),
+                    method_why=deadman.get('method_why'), unit=deadman.get('unit'), pid=deadman.get('pid'),
+                    armed_at=deadman.get('armed_at'), fires_at=deadman.get('fires_at'),
+                    fires_in=deadman.get('fires_in'), timeout=deadman.get('timeout'), result=result,
+                    seconds=seconds)
+        how = ('systemd timer %s.timer' % state.unit if state.method == 'systemd'
+               else 'process %s' % state.pid if state.method == 'sleep' else 'nothing')
+        if state.fired:
+            state.detail = result.detail
+        elif state.cancelled:
+            state.detail = 'dead-man switch disarmed before it fired (%s stopped)' % how
+        elif state.armed:
+            state.detail = 'dead-man switch armed: %s fires in %.0f s' % (how, state.fires_in or 0)
+        elif state.firing:
+            state.detail = 'dead-man switch firing now (%s)' % how
+        elif state.lost:
+            state.detail = ('dead-man switch armed, but nothing is scheduled any more (%s gone: the target '
+                            'rebooted?)' % how)
+        elif deadman.get('was_armed'):
+            state.detail = 'dead-man switch disarmed'
+        else:
+            state.detail = NEVER_ARMED
+        return state
+
+    def to_dict(self) -> dict:
+        """A plain JSON-serialisable dict (``result`` as RestoreResult.to_dict() or None)."""
+        return dataclasses.asdict(self)
+
+
+def fired_restore_result(result: dict, method: str | None = None) -> RestoreResult:
+    """A RestoreResult from a fired dead-man switch's result.json (the target's record)."""
+    mismatches = list(result.get('mismatches') or [])
+    if result.get('error'):
+        mismatches.append('restore failed: %s' % result['error'])
+    verified = bool(result.get('verified')) and not mismatches
+    when = time.strftime('%Y-%m-%d %H:%M:%S', time.gmtime(result['fired_at'])) if result.get('fired_at') else '?'
+    detail = 'restored on the target by the dead-man switch (%s) at %s UTC: restored %d, removed %d, %s' % (
+        method or result.get('method') or '?', when, len(result.get('restored') or []),
+        len(result.get('removed') or []), 'verified' if verified else '%d mismatch(es)' % len(mismatches))
+    for post in result.get('post_restore') or []:
+        detail += '; %s exited %s' % (post.get('command'), post.get('rc'))
+    if not result.get('lock_acquired', True):
+        detail += '; it ran without the checkpoint lock (a module call held it too long)'
+    return RestoreResult(verified, list(result.get('restored') or []), list(result.get('removed') or []),
+                         mismatches, float(result.get('seconds') or 0.0), detail)
+
+
 class Checkpoint(abc.ABC):
     """One undo record on one host, filled task by task.
 
     id: the checkpoint id ([A-Za-z0-9._-]+); provider: the provider's name.
     covered: paths saved (or covered by a saved parent), in the order they were covered.
     uncovered: path -> why it could not be saved (not restorable by this checkpoint).
+    whole_host (class attribute): a restore brings back the whole host or volume (a
+      snapshot), not only the covered paths; what files cannot hold is covered too.
+    supports_deadman (class attribute): :meth:`arm`, :meth:`disarm` and
+      :meth:`deadman_status` work (a target-side restore that fires unless disarmed).
     """
+
+    whole_host: bool = False
+    supports_deadman: bool = False
 
     def __init__(self, checkpoint_id: str, provider: str):
         self.id = checkpoint_id
@@ -105,6 +221,25 @@ class Checkpoint(abc.ABC):
     def discard(self) -> None:
         """Drop the checkpoint (the attempt is kept). Raises CheckpointError on failure."""
 
+    def arm(self, timeout: int, method: str = 'auto', post_restore: t.Sequence[str] = ()) -> DeadmanState:
+        """Arm the dead-man switch: the target restores this checkpoint by itself in ``timeout``
+        seconds unless :meth:`disarm` runs first. Call it before the change (before the first
+        cover() is fine: the checkpoint is created empty and restores what it holds when it
+        fires). method: auto | systemd | sleep. post_restore: shell commands the target runs
+        after the restore (``systemctl reload ssh``). Raises CheckpointError (kind
+        ``unsupported`` for providers without one, or the module's error_kind)."""
+        raise CheckpointError('the %s checkpoint provider has no dead-man switch' % self.provider, 'unsupported')
+
+    def disarm(self) -> DeadmanState:
+        """Cancel the switch, or learn that it fired (``fired``, ``result``). Idempotent.
+        Raises CheckpointError (``connection`` when the host cannot be reached: then the
+        switch is still armed and fires)."""
+        raise CheckpointError('the %s checkpoint provider has no dead-man switch' % self.provider, 'unsupported')
+
+    def deadman_status(self) -> DeadmanState:
+        """What the switch does now, changing nothing. Raises CheckpointError."""
+        raise CheckpointError('the %s checkpoint provider has no dead-man switch' % self.provider, 'unsupported')
+
     def to_dict(self) -> dict:
         """For events: id, provider, covered, uncovered."""
         return {'id': self.id, 'provider': self.provider, 'covered': list(self.covered),
@@ -119,6 +254,15 @@ class CheckpointProvider(abc.ABC):
     @abc.abstractmethod
     def open(self, checkpoint_id: str) -> Checkpoint:
         """A new, empty checkpoint (nothing runs on the target until the first cover)."""
+
+    def attach(self, checkpoint_id: str) -> Checkpoint:
+        """The checkpoint ``checkpoint_id`` an earlier controller process made (a resume after
+        a crash): taken as existing, so restore(), discard() and, for ``files``, disarm()
+        and deadman_status() act on what the target (or the snapshot) holds. Its
+        ``covered`` is empty: this process never saw the covers."""
+        checkpoint = self.open(checkpoint_id)
+        checkpoint._attach()
+        return checkpoint
 
 
 def _check_id(checkpoint_id: str) -> str:
@@ -181,7 +325,11 @@ class FilesProvider(CheckpointProvider):
 
 class FilesCheckpoint(Checkpoint):
     """A :class:`Checkpoint` of the ``files`` provider. ``calls`` lists every module call
-    (state, seconds on the controller, elapsed on the target) for events and timings."""
+    (state, seconds on the controller, elapsed on the target) for events and timings.
+    ``deadman``: the last DeadmanState an arm, disarm, status, restore or discard reported
+    (a verified restore or a discard disarms a switch still armed), or None."""
+
+    supports_deadman = True
 
     def __init__(self, provider: FilesProvider, checkpoint_id: str):
         super().__init__(checkpoint_id, provider.name)
@@ -191,7 +339,12 @@ class FilesCheckpoint(Checkpoint):
         self._containers: set[str] = set()  # saved directories and absent paths: cover all below
         self._saved = False                 # a save call succeeded (the checkpoint exists on the target)
         self._closed = False
+        self.absent: set[str] = set()      # covered paths that did not exist when saved
         self.calls: list[dict] = []
+        self.deadman: DeadmanState | None = None
+
+    def _attach(self) -> None:
+        self._saved = True
 
     def _known(self, path: str, shallow: bool) -> bool:
         if path in self.uncovered or path in self._full or (shallow and path in self._shallow):
@@ -224,6 +377,7 @@ class FilesCheckpoint(Checkpoint):
         if not self._provider.check_mode:
             self._saved = True
         kinds = result.get('kinds') or {}
+        self.absent |= {p for p, kind in kinds.items() if kind == 'absent'}
         shallow_dirs = set(result.get('shallow') or [])
         # directories saved with their entries, and absent paths, cover everything below them
         self._containers |= {p for p, kind in kinds.items() if kind in ('dir', 'absent') and p not in shallow_dirs}
@@ -270,8 +424,41 @@ class FilesCheckpoint(Checkpoint):
             self._closed = True
         else:
             detail += '; %d mismatch(es), checkpoint kept at %s' % (len(mismatches), result.get('checkpoint_dir'))
+        detail += self._deadman_note(result, seconds)
         detail += self._uncovered_note()
         return RestoreResult(verified, restored, removed, mismatches, seconds, detail)
+
+    def _deadman_note(self, result: dict, seconds: float) -> str:
+        """Record the ``deadman`` a restore or discard reported (it disarmed a switch); a note."""
+        if not (result.get('deadman') or {}).get('was_armed'):
+            return ''
+        self.deadman = DeadmanState.from_module(result['deadman'], seconds)
+        return '; ' + self.deadman.detail
+
+    def arm(self, timeout: int, method: str = 'auto', post_restore: t.Sequence[str] = ()) -> DeadmanState:
+        if self._closed:
+            raise CheckpointError('checkpoint %s was already restored or discarded; open a new one' % self.id, 'closed')
+        result = self._call({'state': 'arm', 'timeout': int(timeout), 'method': method,
+                             'post_restore': [str(c) for c in post_restore], 'fresh': not self._saved})
+        if not self._provider.check_mode:
+            self._saved = True  # arm created the checkpoint (empty) when it did not exist
+        self.deadman = DeadmanState.from_module(result.get('deadman'), self.calls[-1]['seconds'])
+        return self.deadman
+
+    def disarm(self) -> DeadmanState:
+        if not self._saved:
+            self.deadman = DeadmanState(armed=False, detail=NEVER_ARMED)
+            return self.deadman
+        result = self._call({'state': 'disarm'})
+        self.deadman = DeadmanState.from_module(result.get('deadman'), self.calls[-1]['seconds'])
+        return self.deadman
+
+    def deadman_status(self) -> DeadmanState:
+        if not self._saved:
+            return DeadmanState(armed=False, detail=NEVER_ARMED)
+        result = self._call({'state': 'status'})
+        self.deadman = DeadmanState.from_module(result.get('deadman'), self.calls[-1]['seconds'])
+        return self.deadman
 
     def _uncovered_note(self) -> str:
         if not self.uncovered:
@@ -281,7 +468,8 @@ class FilesCheckpoint(Checkpoint):
 
     def discard(self) -> None:
         if self._saved and not self._closed and not self._provider.check_mode:
-            self._call({'state': 'discard'})
+            result = self._call({'state': 'discard'})
+            self._deadman_note(result, self.calls[-1]['seconds'])
         self._closed = True
 
     def to_dict(self) -> dict:
@@ -290,7 +478,364 @@ class FilesCheckpoint(Checkpoint):
         return out
 
 
-PROVIDERS: dict[str, type[CheckpointProvider]] = {'files': FilesProvider}
+# ====================================================================== command and lab providers
+
+def _tail(text: t.Any, limit: int = 400) -> str:
+    """The last ``limit`` characters of text (bytes decoded, CRLF of a tty as LF),
+    whitespace-trimmed, '...' marking a cut."""
+    if isinstance(text, bytes):
+        text = text.decode('utf-8', 'replace')
+    text = str(text or '').replace('\r\n', '\n').strip()
+    return text if len(text) <= limit else '...' + text[-limit:]
+
+
+def _output(stdout: t.Any, stderr: t.Any) -> str:
+    """stdout then stderr of a command, each trimmed, as one text cut to its last 400 characters."""
+    parts = [_tail(part, 1 << 20) for part in (stdout, stderr)]
+    return _tail('\n'.join(part for part in parts if part))
+
+
+def _substitute(template: str, values: dict[str, str]) -> str:
+    """``{name}`` -> value for the given names only (a shell's ``${VAR}`` or awk's ``{print}``
+    are left alone, so not str.format)."""
+    for name, value in values.items():
+        template = template.replace('{%s}' % name, value)
+    return template
+
+
+def _need_command(options: dict, key: str, provider: str) -> str:
+    value = options.get(key)
+    if not isinstance(value, str) or not value.strip():
+        raise CheckpointError('the %s checkpoint provider needs option %r (a command line)' % (provider, key),
+                              'bad_options')
+    return value
+
+
+class CommandProvider(CheckpointProvider):
+    """Checkpoints made by the user's own commands, run on the target through the action's
+    connection (``_low_level_execute_command``, with become unless ``become: false``).
+
+    snapshot: taken once, before the first change of an attempt (e.g. ``lvcreate -s -n
+      scapforge-{id} -L 2G vg0/root``, ``virsh snapshot-create-as ...`` through a helper,
+      a cloud CLI). restore: puts the snapshot back. verify: exits 0 when the host matches
+      the snapshot again (a restore is verified only then). discard: drops the snapshot
+      (optional). ``{id}`` is the checkpoint id ([A-Za-z0-9._-], safe unquoted), ``{host}``
+      the inventory hostname. timeout: seconds each command may run (``timeout`` on the
+      target; default 600). Their output (stderr merged into stdout on the target, so the ssh
+      client's own messages stay out) is trimmed to its last 400 characters into the details.
+    Raises CheckpointError(kind ``bad_options``) for a missing or empty command.
+    """
+
+    name = 'command'
+
+    def __init__(self, action, task_vars: dict, snapshot: str | None = None, restore: str | None = None,
+                 verify: str | None = None, discard: str | None = None, timeout: int = 600, become: bool = True):
+        options = {'snapshot': snapshot, 'restore': restore, 'verify': verify}
+        self.snapshot = _need_command(options, 'snapshot', self.name)
+        self.restore = _need_command(options, 'restore', self.name)
+        self.verify = _need_command(options, 'verify', self.name)
+        if discard is not None and not (isinstance(discard, str) and discard.strip()):
+            raise CheckpointError('the command checkpoint provider: option discard must be a command line', 'bad_options')
+        self.discard = discard
+        if not isinstance(timeout, int) or timeout < 1:
+            raise CheckpointError('the command checkpoint provider: timeout must be a positive number of seconds',
+                                  'bad_options')
+        self.timeout = timeout
+        self.become = bool(become)
+        self.action = action
+        self.task_vars = task_vars or {}
+
+    @property
+    def check_mode(self) -> bool:
+        return bool(getattr(self.action._task, 'check_mode', False))
+
+    def open(self, checkpoint_id: str) -> 'CommandCheckpoint':
+        return CommandCheckpoint(self, _check_id(checkpoint_id))
+
+    def run(self, what: str, template: str, checkpoint_id: str) -> dict:
+        """Run one of the commands on the target; returns {what, command, rc, output, seconds}.
+        Raises CheckpointError (``connection``) when the host cannot be reached."""
+        command = _substitute(template, {'id': checkpoint_id,
+                                         'host': str(self.task_vars.get('inventory_hostname', ''))})
+        wrapped = 'timeout -k 10 %d /bin/sh -c %s 2>&1' % (self.timeout, shlex.quote(command))
+        started = time.monotonic()
+        try:
+            res = self.action._low_level_execute_command(wrapped, sudoable=self.become)
+        except AnsibleError as ex:
+            raise CheckpointError('checkpoint %s %s command: %s' % (checkpoint_id, what, ex), 'connection')
+        rc = res.get('rc')
+        # the command's stderr comes on stdout (2>&1 on the target): the connection's stderr also
+        # carries the ssh client's own lines ("Warning: Permanently added ...", "Shared connection ... closed.")
+        output = _tail(res.get('stdout'))
+        if rc == 124:
+            output = ('killed after %d s; ' % self.timeout) + output
+        return {'what': what, 'command': command, 'rc': rc, 'output': output,
+                'seconds': round(time.monotonic() - started, 3)}
+
+
+class CommandCheckpoint(Checkpoint):
+    """A :class:`Checkpoint` of the ``command`` provider: one snapshot at the first cover().
+    ``calls``: every command run ({what, command, rc, output, seconds})."""
+
+    whole_host = True
+
+    def __init__(self, provider: CommandProvider, checkpoint_id: str):
+        super().__init__(checkpoint_id, provider.name)
+        self._provider = provider
+        self._snapshot_taken = False
+        self._closed = False
+        self.calls: list[dict] = []
+
+    def _attach(self) -> None:
+        self._snapshot_taken = True
+
+    def _run(self, what: str, template: str) -> dict:
+        call = self._provider.run(what, template, self.id)
+        self.calls.append(call)
+        return call
+
+    def cover(self, paths: t.Iterable[str], shallow: t.Iterable[str] = ()) -> list[str]:
+        if self._closed:
+            raise CheckpointError('checkpoint %s was already restored or discarded; open a new one' % self.id, 'closed')
+        newly = []
+        for value in list(paths) + list(shallow):
+            try:
+                path = normalise_path(value)
+            except ValueError as ex:
+                self.uncovered[str(value)] = str(ex)
+                continue
+            if path not in self.covered and path not in newly:
+                newly.append(path)
+        if not self._snapshot_taken and not self._provider.check_mode:
+            call = self._run('snapshot', self._provider.snapshot)
+            if call['rc'] != 0:
+                raise CheckpointError('checkpoint %s: the snapshot command exited %s: %s'
+                                      % (self.id, call['rc'], call['output']), 'snapshot_failed')
+            self._snapshot_taken = True
+        self.covered.extend(newly)
+        return newly
+
+    def restore(self) -> RestoreResult:
+        if self._provider.check_mode:
+            return RestoreResult(True, detail='check mode: nothing was changed, nothing to restore')
+        if not self._snapshot_taken:
+            return RestoreResult(True, detail='no snapshot was taken (nothing changed), nothing to restore')
+        started = time.monotonic()
+        try:
+            restore = self._run('restore', self._provider.restore)
+            verify = self._run('verify', self._provider.verify) if restore['rc'] == 0 else None
+        except CheckpointError as ex:
+            return RestoreResult(False, seconds=round(time.monotonic() - started, 3), detail='restore failed: %s' % ex)
+        seconds = round(time.monotonic() - started, 3)
+        mismatches = []
+        if restore['rc'] != 0:
+            mismatches.append('restore command exited %s: %s' % (restore['rc'], restore['output']))
+        elif verify['rc'] != 0:
+            mismatches.append('verify command exited %s: %s' % (verify['rc'], verify['output']))
+        verified = not mismatches
+        detail = 'snapshot restored by command (exit %s%s)' % (restore['rc'], restore['output'] and ': ' + restore['output'])
+        if verify is not None:
+            detail += '; verify exited %s%s' % (verify['rc'], verify['output'] and ': ' + verify['output'])
+        if verified:
+            self._closed = True
+        return RestoreResult(verified, list(self.covered) if verified else [], [], mismatches, seconds, detail)
+
+    def discard(self) -> None:
+        if self._snapshot_taken and not self._closed and self._provider.discard and not self._provider.check_mode:
+            call = self._run('discard', self._provider.discard)
+            if call['rc'] != 0:
+                raise CheckpointError('checkpoint %s: the discard command exited %s: %s'
+                                      % (self.id, call['rc'], call['output']), 'discard_failed')
+        self._closed = True
+
+    def to_dict(self) -> dict:
+        out = super().to_dict()
+        out['calls'] = list(self.calls)
+        return out
+
+
+#: the collection's root directory (the checkout, where lab/lab.py lives)
+COLLECTION_ROOT = str(pathlib.Path(__file__).resolve().parents[2])
+
+
+class LabProvider(CheckpointProvider):
+    """Checkpoints of the lab's own hosts (lab/; DESIGN "The lab"): a host is an overlay on
+    the lab's read-only root, so the restore is a reset of the host's overlay, run on the
+    CONTROLLER, and the verification a fresh SSH login with become to the host.
+
+    restore_command: argv template, split with shlex, ``{python}`` (this Python), ``{host}``
+      (inventory hostname) and ``{id}`` substituted in each word, run without a shell in
+      ``cwd`` (default the collection root). Default ``{python} lab/lab.py reset {host}``:
+      the host goes back to the lab's BASELINE, so every change since it booted is gone
+      (what earlier attempts fixed too); the detail says so.
+    snapshot_command: run the same way at the first cover() (default none: the baseline is
+      the snapshot).
+    timeout: seconds each command may run (default 600).
+    verify: callable(action) -> an object with ``healthy`` and ``detail`` (default
+      ``health.check_host``: a fresh login plus become).
+    """
+
+    name = 'lab'
+    DEFAULT_RESTORE = '{python} lab/lab.py reset {host}'
+
+    def __init__(self, action, task_vars: dict, restore_command: str = DEFAULT_RESTORE,
+                 snapshot_command: str | None = None, cwd: str | None = None, timeout: int = 600,
+                 verify: t.Callable | None = None):
+        self.restore_command = _need_command({'restore_command': restore_command}, 'restore_command', self.name)
+        if snapshot_command is not None:
+            _need_command({'snapshot_command': snapshot_command}, 'snapshot_command', self.name)
+        self.snapshot_command = snapshot_command
+        self.cwd = cwd or COLLECTION_ROOT
+        if not isinstance(timeout, int) or timeout < 1:
+            raise CheckpointError('the lab checkpoint provider: timeout must be a positive number of seconds',
+                                  'bad_options')
+        self.timeout = timeout
+        self.action = action
+        self.task_vars = task_vars or {}
+        if verify is None:
+            from ansible_collections.scapforge.remediation.plugins.plugin_utils import health
+            verify = health.check_host
+        self.verify = verify
+
+    @property
+    def check_mode(self) -> bool:
+        return bool(getattr(self.action._task, 'check_mode', False))
+
+    def open(self, checkpoint_id: str) -> 'LabCheckpoint':
+        return LabCheckpoint(self, _check_id(checkpoint_id))
+
+    def argv(self, template: str, checkpoint_id: str) -> list[str]:
+        """The argv of a command template for this host and checkpoint."""
+        values = {'python': sys.executable, 'host': str(self.task_vars.get('inventory_hostname', '')),
+                  'id': checkpoint_id}
+        return [_substitute(word, values) for word in shlex.split(template)]
+
+    def run(self, what: str, template: str, checkpoint_id: str) -> dict:
+        """Run a controller-side command; {what, argv, rc, output, seconds} (rc None: it
+        could not start or ran over ``timeout``)."""
+        argv = self.argv(template, checkpoint_id)
+        started = time.monotonic()
+        try:
+            proc = subprocess.run(argv, cwd=self.cwd, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                                  timeout=self.timeout)
+            rc, output = proc.returncode, _output(proc.stdout, proc.stderr)
+        except subprocess.TimeoutExpired as ex:
+            rc, output = None, 'killed after %d s: %s' % (self.timeout, _tail(ex.stderr or ex.stdout or ''))
+        except OSError as ex:
+            rc, output = None, 'cannot run %s: %s' % (argv[0], ex)
+        return {'what': what, 'argv': argv, 'rc': rc, 'output': output,
+                'seconds': round(time.monotonic() - started, 3)}
+
+
+class LabCheckpoint(Checkpoint):
+    """A :class:`Checkpoint` of the ``lab`` provider. ``calls``: commands run and checks."""
+
+    whole_host = True
+
+    def __init__(self, provider: LabProvider, checkpoint_id: str):
+        super().__init__(checkpoint_id, provider.name)
+        self._provider = provider
+        self._changed = False   # cover() was called: something may have changed since
+        self._closed = False
+        self.calls: list[dict] = []
+
+    def _attach(self) -> None:
+        self._changed = True
+
+    def cover(self, paths: t.Iterable[str], shallow: t.Iterable[str] = ()) -> list[str]:
+        if self._closed:
+            raise CheckpointError('checkpoint %s was already restored or discarded; open a new one' % self.id, 'closed')
+        newly = []
+        for value in list(paths) + list(shallow):
+            try:
+                path = normalise_path(value)
+            except ValueError as ex:
+                self.uncovered[str(value)] = str(ex)
+                continue
+            if path not in self.covered and path not in newly:
+                newly.append(path)
+        if not self._changed and self._provider.snapshot_command and not self._provider.check_mode:
+            call = self._provider.run('snapshot', self._provider.snapshot_command, self.id)
+            self.calls.append(call)
+            if call['rc'] != 0:
+                raise CheckpointError('checkpoint %s: the lab snapshot command exited %s: %s'
+                                      % (self.id, call['rc'], call['output']), 'snapshot_failed')
+        self._changed = True
+        self.covered.extend(newly)
+        return newly
+
+    def restore(self) -> RestoreResult:
+        if self._provider.check_mode:
+            return RestoreResult(True, detail='check mode: nothing was changed, nothing to restore')
+        if not self._changed:
+            return RestoreResult(True, detail='nothing was covered (nothing changed), nothing to restore')
+        started = time.monotonic()
+        call = self._provider.run('restore', self._provider.restore_command, self.id)
+        self.calls.append(call)
+        mismatches = []
+        detail = 'lab host reset by %s (exit %s)' % (shlex.join(call['argv'])[-200:], call['rc'])
+        if self._provider.restore_command == LabProvider.DEFAULT_RESTORE:
+            detail += ', back to the lab baseline: every change since the host booted is gone'
+        if call['rc'] != 0:
+            mismatches.append('restore command exited %s: %s' % (call['rc'], call['output']))
+        else:
+            connection = getattr(self._provider.action, '_connection', None)
+            try:  # the run's persistent connection went down with the host
+                if connection is not None:
+                    connection.reset()
+            except Exception:  # noqa: BLE001 - a dead ControlMaster is expected here
+                pass
+            check = self._provider.verify(self._provider.action)
+            self.calls.append({'what': 'verify', 'healthy': bool(check.healthy), 'detail': check.detail})
+            detail += '; %s' % check.detail
+            if not check.healthy:
+                mismatches.append('after the reset: %s' % check.detail)
+        verified = not mismatches
+        if verified:
+            self._closed = True
+        return RestoreResult(verified, list(self.covered) if verified else [], [], mismatches,
+                             round(time.monotonic() - started, 3), detail)
+
+    def discard(self) -> None:
+        self._closed = True
+
+    def to_dict(self) -> dict:
+        out = super().to_dict()
+        out['calls'] = list(self.calls)
+        return out
+
+
+#: provider name -> class; a user picks one by name (``make_provider``)
+PROVIDERS: dict[str, type[CheckpointProvider]] = {'files': FilesProvider, 'command': CommandProvider,
+                                                   'lab': LabProvider}
+#: options each provider accepts (beyond action and task_vars)
+PROVIDER_OPTIONS: dict[str, tuple[str, ...]] = {
+    'files': ('root', 'max_file_bytes', 'max_total_bytes', 'max_entries', 'link_targets'),
+    'command': ('snapshot', 'restore', 'verify', 'discard', 'timeout', 'become'),
+    'lab': ('restore_command', 'snapshot_command', 'cwd', 'timeout'),
+}
+
+
+def make_provider(name: str, action, task_vars: dict, options: dict | None = None) -> CheckpointProvider:
+    """The provider ``name`` (a key of PROVIDERS) for one host, with ``options`` (a dict, e.g.
+    the role's provider options): files - root, max_file_bytes, max_total_bytes,
+    max_entries, link_targets; command - snapshot, restore, verify, discard, timeout,
+    become; lab - restore_command, snapshot_command, cwd, timeout.
+
+    Raises CheckpointError(kind ``bad_options``) for an unknown provider or option, or a
+    missing required one."""
+    if name not in PROVIDERS:
+        raise CheckpointError('unknown checkpoint provider %r (known: %s)' % (name, ', '.join(sorted(PROVIDERS))),
+                              'bad_options')
+    options = dict(options or {})
+    unknown = sorted(set(options) - set(PROVIDER_OPTIONS[name]))
+    if unknown:
+        raise CheckpointError('checkpoint provider %s: unknown option(s) %s (known: %s)'
+                              % (name, ', '.join(unknown), ', '.join(PROVIDER_OPTIONS[name])), 'bad_options')
+    if name == 'files':
+        root = options.pop('root', None) or DEFAULT_ROOT
+        return FilesProvider(action, task_vars, root=root, options=options)
+    return PROVIDERS[name](action, task_vars, **options)
 
 
 # ====================================================================== what a task touches

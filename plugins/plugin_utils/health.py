@@ -10,13 +10,35 @@ do not reload it: a new login tests the running sshd, not the new file. After a 
 sshd's configuration, ``check_sshd_config`` therefore starts a short-lived second sshd with
 the new file on a spare port and logs in to it afresh (case sshd-match-override's cousin: a
 PubkeyAuthentication no that would lock the controller out at the next reload).
+
+On the run's own connection (issue 7 item 3, DESIGN decision 19): ``take_baseline`` records
+the host once before any change, and ``check_after`` runs, in one round trip, ``sshd -t``,
+``visudo -c``, the package database, the systemd units that were active and now failed, the
+inventory's ``scapforge_health_commands``, and what the attempt changed beyond its rule: login
+shells' exit code and stderr (case tmout-login-shells), owner and mode of the sensitive files
+(case dotfile-symlink-owner), the mode of files it created under /etc (case
+sudo-umask-then-new-files). Results are read from fixed-format lines carrying a per-call nonce,
+never from words in free text (see "checks on the run's connection" below).
+
+Which side effects make an attempt unhealthy (roll back) and which are only reported:
+unhealthy: a login shell that now fails or prints new stderr; a sensitive file whose owner,
+group, mode or type changed; a file created unreadable to others under a directory other
+users' logins read (/etc/profile.d, /etc/skel, /etc/bash_completion.d); a missing result.
+Reported only: a created file or directory elsewhere under /etc whose mode looks made by the
+umask (its siblings are readable, it is not); a sensitive file removed (a lock-out it causes
+shows in ``check_host``).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import posixpath
+import re
+import secrets
 import shlex
+import stat
 import time
+import typing as t
 
 from ansible.module_utils.common.text.converters import to_text
 
@@ -55,15 +77,27 @@ def fresh_ssh_args(ssh_args: str | None) -> str:
 
 @dataclasses.dataclass
 class HealthReport:
-    """``healthy`` is True when a fresh login and escalation both succeeded; ``detail`` says
-    which step failed and how (stderr trimmed to 400 characters); ``seconds`` the wall time."""
+    """``healthy`` is True when every check passed; ``detail`` says which step failed and how
+    (stderr trimmed to 400 characters); ``seconds`` the wall time.
+
+    ``checks`` ({name: {"ok": bool, "detail": str}}) and ``side_effects`` (findings, see
+    ``side_effect_findings``) are filled by ``check_after``; ``check_host`` and
+    ``check_sshd_config`` leave them empty, and ``to_dict`` then gives the three keys of old.
+    """
 
     healthy: bool
     detail: str
     seconds: float
+    checks: dict = dataclasses.field(default_factory=dict)
+    side_effects: list = dataclasses.field(default_factory=list)
 
     def to_dict(self) -> dict:
-        return {"healthy": self.healthy, "detail": self.detail, "seconds": round(self.seconds, 2)}
+        out = {"healthy": self.healthy, "detail": self.detail, "seconds": round(self.seconds, 2)}
+        if self.checks:
+            out["checks"] = {name: dict(value) for name, value in self.checks.items()}
+        if self.side_effects:
+            out["side_effects"] = [dict(f) for f in self.side_effects]
+        return out
 
 
 def _is_ssh(conn) -> bool:
@@ -95,8 +129,14 @@ CHECK_SSHD_PORT = 2299
 _UNREACHABLE = ("Connection refused", "Connection timed out", "No route to host", "Network is unreachable")
 
 
+#: what the fresh login runs through become: a program, not the shell builtin ``true``, since
+#: sudo's ``Defaults noexec`` lets the shell start but stops it from running anything (what
+#: every Ansible module needs: case sudo-noexec-breaks-become).
+PROBE_COMMAND = "env true"
+
+
 def check_host(action, port: int | None = None) -> HealthReport:
-    """Log in afresh and run ``true`` through the configured become; never raises.
+    """Log in afresh and run ``env true`` (PROBE_COMMAND) through the configured become; never raises.
 
     Without become configured the login alone is checked. ``port`` overrides the
     connection's port (the check sshd). Source: the lock-out cases in shared/cases/cases.yml
@@ -113,9 +153,9 @@ def check_host(action, port: int | None = None) -> HealthReport:
                 # own known_hosts entry, not "[host]:port" (host_key_checking stays on)
                 alias = "-o HostKeyAlias=%s" % shlex.quote(str(conn.get_option("host")))
                 conn.set_option("ssh_args", "%s %s" % (conn.get_option("ssh_args"), alias))
-        command = "true"
+        command = PROBE_COMMAND
         if conn.become is not None:
-            command = conn.become.build_become_command("true", conn._shell)
+            command = conn.become.build_become_command(PROBE_COMMAND, conn._shell)
         rc, _stdout, stderr = conn.exec_command(command, sudoable=conn.become is not None)
         err = to_text(stderr, errors="surrogate_or_replace").strip()
         if rc != 0:
@@ -182,3 +222,726 @@ def _kill(action, pid: str) -> None:
             action._low_level_execute_command("kill %s 2>/dev/null; true" % pid, sudoable=True)
         except Exception:
             pass
+
+
+# ====================================================================== checks on the run's connection
+#
+# One shell script per call, run through the run's own connection with become (one round trip).
+# Every check's result comes back as ONE fixed-format line written by the script itself:
+#
+#     SCAPFORGE_CHECK <nonce> <name> <rc|skip>
+#
+# and whatever a check printed comes back only as prefixed lines:
+#
+#     SCAPFORGE_DATA <nonce> <name> <one line of its output>
+#
+# The nonce is random per call. A check's output (a user command, a file it cats, sshd's
+# messages) is captured by the script and re-emitted line by line behind the DATA prefix, so
+# a command printing "SCAPFORGE_CHECK <nonce> sshd_t 0", "OK" or "UNHEALTHY" can never start a
+# result line: the verdict is the exit code the script wrote. A missing result line, a result
+# line given twice, or a malformed one counts as failed. The script ends with
+# ``SCAPFORGE_END <nonce>``. (A deliberately hostile root command could still write to the
+# script's own stdout descriptor; the inventory's commands run as root anyway and are trusted.)
+
+CHECK_PREFIX = "SCAPFORGE_CHECK"
+DATA_PREFIX = "SCAPFORGE_DATA"
+END_PREFIX = "SCAPFORGE_END"
+_NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,40}$")
+_RC_RE = re.compile(r"^(?:[0-9]{1,3}|skip)$")
+_USER_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,31}\$?$")
+#: a unit name as systemctl lists it (escaped characters appear as \x2d and the like)
+_UNIT_RE = re.compile(r"^[A-Za-z0-9:_.\\@-]+\.(service|socket|target|mount|automount|swap|path|timer|slice|scope|device)$")
+
+#: Files whose owner, group and mode must not change under an attempt (case dotfile-symlink-owner).
+SENSITIVE_FILES = ("/etc/shadow", "/etc/gshadow", "/etc/passwd", "/etc/group", "/etc/sudoers")
+#: Directories whose every entry is sensitive as well (globbed on the target).
+SENSITIVE_DIRS = ("/etc/sudoers.d",)
+#: Directories whose files other users' logins read: a file there that they cannot read makes
+#: the fix silently not apply to them (case sudo-umask-then-new-files: /etc/profile.d/tmout.sh 0600).
+USER_READ_DIRS = ("/etc/profile.d", "/etc/skel", "/etc/bash_completion.d")
+#: Where created files are checked for a umask-dependent mode (the brief: files the fix creates).
+CREATED_ROOTS = ("/etc/",)
+#: Login shells tried after every attempt, as root and as the connecting user (case tmout-login-shells).
+LOGIN_SHELLS = ("sh", "bash")
+#: At most this many created paths are examined per call (a reported finding counts the rest).
+MAX_CREATED = 200
+#: Seconds each check may run on the target (``timeout``, where the target has it).
+CHECK_TIMEOUTS = {"sshd_t": 30, "visudo_c": 30, "pkgdb": 120, "units": 30, "user": 60, "login": 20}
+_SAFE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+class HealthError(Exception):
+    """The baseline could not be taken (no answer, become failed, the script's end line
+    missing). The message carries the reason, 600 characters at most."""
+
+
+@dataclasses.dataclass
+class RawCheck:
+    """One check as the target reported it: ``rc`` (0-255; None when no valid result line came
+    back), ``skipped`` (the script said the check does not apply here, with why in ``data``),
+    ``data`` (its output lines, at most the lines the script kept), ``conflict`` (its result
+    line came more than once: counted as failed)."""
+
+    rc: int | None = None
+    skipped: bool = False
+    data: list = dataclasses.field(default_factory=list)
+    conflict: bool = False
+
+    @property
+    def reported(self) -> bool:
+        return (self.rc is not None or self.skipped) and not self.conflict
+
+
+def new_nonce() -> str:
+    """A fresh random marker for one script run (16 hex characters)."""
+    return secrets.token_hex(8)
+
+
+def parse_output(text: str, nonce: str) -> tuple[dict[str, RawCheck], bool]:
+    """Read a check script's stdout: ({name: RawCheck}, whether the end line came).
+
+    Only lines that split on single spaces into exactly ``SCAPFORGE_CHECK <nonce> <name>
+    <rc|skip>`` (name ``[a-z][a-z0-9_]*``, rc 0-255) are results; ``SCAPFORGE_DATA <nonce>
+    <name> <text>`` lines are output. Lines are split on ``\\n`` only (a ``\\r`` inside a line
+    does not start a new one; a trailing one, as a pty adds, is dropped). Everything else,
+    a wrong nonce included, is ignored. Pure; never raises.
+    """
+    checks: dict[str, RawCheck] = {}
+    ended = False
+    for line in (text or "").split("\n"):
+        if line.endswith("\r"):
+            line = line[:-1]
+        if line.startswith(CHECK_PREFIX + " "):
+            parts = line.split(" ")
+            if len(parts) != 4 or parts[1] != nonce or not _NAME_RE.match(parts[2]) or not _RC_RE.match(parts[3]):
+                continue
+            raw = checks.setdefault(parts[2], RawCheck())
+            if raw.rc is not None or raw.skipped:
+                raw.conflict = True
+            elif parts[3] == "skip":
+                raw.skipped = True
+            elif int(parts[3]) <= 255:
+                raw.rc = int(parts[3])
+            else:
+                raw.conflict = True
+        elif line.startswith(DATA_PREFIX + " "):
+            parts = line.split(" ", 3)
+            if len(parts) >= 3 and parts[1] == nonce and _NAME_RE.match(parts[2]):
+                checks.setdefault(parts[2], RawCheck()).data.append(parts[3] if len(parts) == 4 else "")
+        elif line == "%s %s" % (END_PREFIX, nonce):
+            ended = True
+    return checks, ended
+
+
+# ---------------------------------------------------------------------- the script
+
+_PRELUDE = r"""N=%(nonce)s
+umask 022
+cd / 2>/dev/null
+PATH=%(path)s; export PATH
+LC_ALL=C; export LC_ALL
+_sf_t() { _s=$1; shift; if command -v timeout >/dev/null 2>&1; then timeout "$_s" "$@"; else "$@"; fi; }
+_sf_out() {
+  [ -n "$2" ] && printf '%%s\n' "$2" | head -n "${3:-40}" | cut -c 1-400 | sed "s/^/SCAPFORGE_DATA $N $1 /"
+  return 0
+}
+_sf_emit() { _sf_out "$1" "$3" "$4"; printf 'SCAPFORGE_CHECK %%s %%s %%s\n' "$N" "$1" "$2"; }
+_sf_skip() { _sf_out "$1" "$2"; printf 'SCAPFORGE_CHECK %%s %%s skip\n' "$N" "$1"; }
+_sf_stat() {
+  stat -c "$1 %%f %%u %%g %%U %%G %%n" -- "$2" 2>/dev/null || printf '%%s absent - - - - %%s\n' "$1" "$2"
+}
+_sf_has() { command -v "$1" >/dev/null 2>&1; }
+_sf_systemd() { [ -d /run/systemd/system ] && _sf_has systemctl; }
+U=%(user)s
+[ -n "$U" ] || U=${SUDO_USER:-}
+case "$U" in root|*[!A-Za-z0-9_.\$-]*) U= ;; esac
+_sf_login() {
+  _sh=$(command -v "$3" 2>/dev/null) || { _sf_skip "$1" "$3 not installed"; return 0; }
+  _h=$(getent passwd "$2" 2>/dev/null | cut -d: -f6); [ -n "$_h" ] || _h=/
+  if [ "$2" = root ]; then _r=""
+  elif _sf_has runuser; then _r="runuser -u $2 --"
+  else _sf_skip "$1" "runuser not installed"; return 0; fi
+  _o=$(_sf_t %(login_s)s $_r env -i HOME="$_h" USER="$2" LOGNAME="$2" SHELL="$_sh" TERM=dumb PATH=%(path)s \
+       "$_sh" -l -c true 2>&1 >/dev/null </dev/null)
+  _sf_emit "$1" $? "$_o"
+}
+_o=$( printf 'user=%%s\n' "$U"
+      _sf_has sshd && echo sshd=1
+      _sf_has visudo && echo visudo=1
+      _sf_has runuser && echo runuser=1
+      if _sf_has dpkg; then echo pkg=dpkg; elif _sf_has rpm; then echo pkg=rpm; fi
+      _sf_systemd && echo systemd=1 )
+_sf_emit facts 0 "$_o"
+"""
+
+_SHELL_CHECKS = {
+    "sshd_t": r"""if _sf_has sshd; then _o=$(_sf_t %(sshd_t_s)s sshd -t 2>&1 </dev/null); _sf_emit sshd_t $? "$_o"
+else _sf_skip sshd_t "sshd not installed"; fi
+""",
+    "visudo_c": r"""if _sf_has visudo; then _o=$(_sf_t %(visudo_c_s)s visudo -c 2>&1 </dev/null); _sf_emit visudo_c $? "$_o"
+else _sf_skip visudo_c "visudo not installed"; fi
+""",
+    # dpkg --audit exits 0 even when it lists problems: the output is judged (``_judge_pkgdb``)
+    "pkgdb": r"""if _sf_has dpkg; then _o=$(_sf_t %(pkgdb_s)s dpkg --audit 2>&1 </dev/null); _sf_emit pkgdb $? "$_o" 200
+elif _sf_has rpm; then _o=$(_sf_t %(pkgdb_s)s rpm --verifydb 2>&1 </dev/null); _sf_emit pkgdb $? "$_o" 200
+else _sf_skip pkgdb "neither dpkg nor rpm"; fi
+""",
+    "units_active": r"""if _sf_systemd; then
+  _o=$(_sf_t %(units_s)s systemctl list-units --state=active --all --no-legend --plain --full --no-pager \
+       2>&1 </dev/null)
+  _sf_emit units_active $? "$_o" 5000
+else _sf_skip units_active "no running systemd"; fi
+""",
+    "units_failed": r"""if _sf_systemd; then
+  _o=$(_sf_t %(units_s)s systemctl list-units --state=failed --all --no-legend --plain --full --no-pager \
+       2>&1 </dev/null)
+  _sf_emit units_failed $? "$_o" 5000
+else _sf_skip units_failed "no running systemd"; fi
+""",
+    "files": r"""_o=$(for _f in %(sensitive)s; do case "$_f" in *'*') continue;; esac; _sf_stat F "$_f"; done)
+_sf_emit files 0 "$_o" 2000
+""",
+}
+
+_LOGIN_CHECK = r"""_sf_login login_%(shell)s_root root %(shell)s
+if [ -n "$U" ]; then _sf_login login_%(shell)s_user "$U" %(shell)s
+else _sf_skip login_%(shell)s_user "no connecting user other than root"; fi
+"""
+
+# each created path (C), its directory (D) and up to 64 other entries of that directory (S)
+_CREATED_CHECK = r"""_o=$(for _p in %(paths)s; do
+  [ -e "$_p" ] || [ -L "$_p" ] || continue
+  _sf_stat C "$_p"; _d=${_p%%/*}; [ -n "$_d" ] || _d=/; _sf_stat D "$_d"; _n=0
+  for _s in "$_d"/* "$_d"/.[!.]*; do
+    [ -e "$_s" ] || continue; [ -L "$_s" ] && continue
+    _n=$((_n+1)); [ $_n -gt 64 ] && break; _sf_stat S "$_s"
+  done
+done)
+_sf_emit created 0 "$_o" 20000
+"""
+
+_USER_CHECK = "_o=$(_sf_t %(user_s)s sh -c %(command)s 2>&1 </dev/null); _sf_emit %(name)s $? \"$_o\"\n"
+
+
+def user_check_name(index: int) -> str:
+    """The check name of the inventory's ``index``-th (from 0) health command: ``user_1``, ..."""
+    return "user_%d" % (index + 1)
+
+
+def build_script(nonce: str, checks: t.Iterable[str], *, commands: t.Sequence[str] = (), user: str | None = None,
+                 created: t.Sequence[str] = (), prepend: str = "") -> str:
+    """The POSIX sh script for one round trip (pure; the target runs it with /bin/sh as root).
+
+    checks: names from ``sshd_t visudo_c pkgdb units_active units_failed files login created``
+    (``login`` adds ``login_<sh>_root`` / ``login_<sh>_user`` for sh and bash; ``created``
+    stats ``created`` with its directory and siblings). ``commands``: the inventory's health
+    commands, run with ``sh -c`` as ``user_1``... ``user``: the connecting user (else the
+    target's ``$SUDO_USER``; "root" for none). ``prepend``: shell run after the prelude, before the
+    checks (``undo_sensitive_changes``' chown/chmod). Raises ValueError for a nonce that is not hex or a user name
+    that is not a plain login name.
+    """
+    if not re.match(r"^[0-9a-f]{8,64}$", nonce or ""):
+        raise ValueError("nonce must be 8 to 64 hex characters")
+    if user and not _USER_RE.match(user):
+        raise ValueError("user %r is not a plain login name" % (user,))
+    values = {
+        "nonce": nonce, "path": _SAFE_PATH, "user": shlex.quote(user or ""),
+        "login_s": CHECK_TIMEOUTS["login"], "sshd_t_s": CHECK_TIMEOUTS["sshd_t"],
+        "visudo_c_s": CHECK_TIMEOUTS["visudo_c"], "pkgdb_s": CHECK_TIMEOUTS["pkgdb"],
+        "units_s": CHECK_TIMEOUTS["units"], "user_s": CHECK_TIMEOUTS["user"],
+        "sensitive": " ".join([shlex.quote(p) for p in SENSITIVE_FILES] +
+                              ["%s/*" % shlex.quote(d) for d in SENSITIVE_DIRS]),
+    }
+    parts = [_PRELUDE % values, prepend]
+    for name in checks:
+        if name in _SHELL_CHECKS:
+            parts.append(_SHELL_CHECKS[name] % values)
+        elif name == "login":
+            parts.extend(_LOGIN_CHECK % {"shell": shell} for shell in LOGIN_SHELLS)
+        elif name == "created":
+            paths = [p for p in created][:MAX_CREATED]
+            quoted = " ".join(shlex.quote(p) for p in paths) or "''"
+            parts.append(_CREATED_CHECK % {"paths": quoted})
+        else:
+            raise ValueError("unknown check %r" % (name,))
+    for index, command in enumerate(commands):
+        parts.append(_USER_CHECK % dict(values, command=shlex.quote(str(command)), name=user_check_name(index)))
+    parts.append("printf 'SCAPFORGE_END %s\\n' \"$N\"\n")
+    return "".join(parts)
+
+
+def _run_script(action, script: str) -> tuple[str, str, int | None, str]:
+    """Run ``script`` on the run's own connection with become: (stdout, stderr, rc, error).
+    ``error`` is the exception's text when the connection failed (stdout then empty)."""
+    try:
+        res = action._low_level_execute_command(script, sudoable=True)
+    except Exception as exc:  # a lost connection or a refused become is an answer, not a crash
+        return "", "", None, to_text(exc)[-600:]
+    return (to_text(res.get("stdout", ""), errors="surrogate_or_replace"),
+            to_text(res.get("stderr", ""), errors="surrogate_or_replace"), res.get("rc"), "")
+
+
+# ---------------------------------------------------------------------- stat lines
+
+def _parse_stat(line: str) -> tuple[str, dict] | None:
+    """``<tag> <hexmode> <uid> <gid> <owner> <group> <path>`` -> (tag, entry) or None.
+    entry: path, kind (file, dir, link, other, absent), mode ("0640"), uid, gid, owner, group."""
+    parts = line.split(" ", 6)
+    if len(parts) != 7 or not parts[6].startswith("/"):
+        return None
+    tag, raw_mode, uid, gid, owner, group, path = parts
+    if raw_mode == "absent":
+        return tag, {"path": path, "kind": "absent"}
+    try:
+        mode = int(raw_mode, 16)
+        uid_n, gid_n = int(uid), int(gid)
+    except ValueError:
+        return None
+    kind = {stat.S_IFREG: "file", stat.S_IFDIR: "dir", stat.S_IFLNK: "link"}.get(stat.S_IFMT(mode), "other")
+    return tag, {"path": path, "kind": kind, "mode": "%04o" % stat.S_IMODE(mode), "uid": uid_n, "gid": gid_n,
+                 "owner": owner, "group": group}
+
+
+def _describe(entry: dict | None) -> str:
+    if not entry or entry.get("kind") == "absent":
+        return "absent"
+    return "%s %s:%s %s" % (entry["kind"], entry["owner"], entry["group"], entry["mode"])
+
+
+def _unit_names(lines: t.Iterable[str]) -> list[str]:
+    """Unit names from ``systemctl list-units --plain --no-legend`` lines (first word that
+    looks like a unit; a leading status bullet is skipped)."""
+    names = []
+    for line in lines:
+        for word in line.split():
+            if _UNIT_RE.match(word):
+                names.append(word)
+                break
+    return names
+
+
+# ---------------------------------------------------------------------- the baseline
+
+@dataclasses.dataclass
+class HostBaseline:
+    """What the host looked like before any change, taken once per run (``take_baseline``).
+
+    user: the connecting user checked for login shells ("" when only root is).
+    facts: {"sshd", "visudo", "runuser", "systemd": bool, "pkg": "dpkg" | "rpm" | ""}.
+    active_units: units systemd listed as active. pkgdb: {"rc", "output"} of ``dpkg --audit``
+    or ``rpm --verifydb``. results: {check name: {"rc": int | None, "skipped": bool,
+    "detail": str}} for sshd_t, visudo_c, pkgdb, units_active, the user checks and the login
+    shells (login_<sh>_<root|user>, detail = its stderr). commands: the user health commands
+    run then. files: {path: {kind, mode "0640", uid, gid, owner, group}} of SENSITIVE_FILES
+    and SENSITIVE_DIRS' entries. taken_at: epoch seconds; seconds: wall time of the round trip.
+    """
+
+    user: str
+    facts: dict
+    active_units: list
+    pkgdb: dict
+    results: dict
+    commands: list
+    files: dict
+    taken_at: float
+    seconds: float
+
+    @property
+    def failing(self) -> dict:
+        """Checks that already failed before any change: {name: detail}. A check failing the
+        same way after an attempt is not held against it (see ``check_after``)."""
+        return {name: r.get("detail", "") for name, r in self.results.items()
+                if not r.get("skipped") and r.get("rc") not in (0,) and not name.startswith("login_")}
+
+    def to_dict(self) -> dict:
+        """A JSON-serialisable dict (for the run directory and events); ``from_dict`` reads it back."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "HostBaseline":
+        """The inverse of ``to_dict``. Raises TypeError/KeyError on a dict of another shape."""
+        fields = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: data[k] for k in fields})
+
+
+def _detail(raw: RawCheck | None, limit: int = 400) -> str:
+    return "\n".join(raw.data)[:limit] if raw else ""
+
+
+def _facts(raw: RawCheck | None) -> dict:
+    values = dict(line.split("=", 1) for line in (raw.data if raw else []) if "=" in line)
+    return {"user": values.get("user", ""), "sshd": values.get("sshd") == "1", "visudo": values.get("visudo") == "1",
+            "runuser": values.get("runuser") == "1", "systemd": values.get("systemd") == "1",
+            "pkg": values.get("pkg", "")}
+
+
+def _login_names() -> list[str]:
+    return ["login_%s_%s" % (shell, who) for shell in LOGIN_SHELLS for who in ("root", "user")]
+
+
+def baseline_from_output(text: str, nonce: str, commands: t.Sequence[str], seconds: float = 0.0,
+                         taken_at: float | None = None) -> HostBaseline:
+    """Build a HostBaseline from the baseline script's stdout (pure). Raises HealthError when
+    the end line or the facts are missing (the script did not run to its end)."""
+    raw, ended = parse_output(text, nonce)
+    if not ended or "facts" not in raw or not raw["facts"].reported:
+        raise HealthError("the baseline script did not run to its end: %s" % (text or "no output")[-600:])
+    facts = _facts(raw.get("facts"))
+    user = facts.pop("user")
+    results = {}
+    names = ["sshd_t", "visudo_c", "pkgdb", "units_active"] + _login_names() + \
+        [user_check_name(i) for i in range(len(commands))]
+    for name in names:
+        r = raw.get(name)
+        results[name] = {"rc": r.rc if r and r.reported else None, "skipped": bool(r and r.skipped and r.reported),
+                         "detail": "\n".join(r.data)[:2000] if r else "no result line"}
+    files = {}
+    for line in raw["files"].data if "files" in raw else []:
+        parsed = _parse_stat(line)
+        if parsed and parsed[0] == "F":
+            files[parsed[1]["path"]] = {k: v for k, v in parsed[1].items() if k != "path"}
+    pkg = raw.get("pkgdb")
+    return HostBaseline(
+        user=user, facts=facts,
+        active_units=sorted(set(_unit_names(raw["units_active"].data))) if "units_active" in raw else [],
+        pkgdb={"rc": pkg.rc if pkg else None, "output": "\n".join(pkg.data) if pkg else ""},
+        results=results, commands=[str(c) for c in commands], files=files,
+        taken_at=time.time() if taken_at is None else taken_at, seconds=round(seconds, 3))
+
+
+def _remote_user(action) -> str | None:
+    try:
+        user = action._connection.get_option("remote_user")
+    except Exception:
+        user = None
+    user = user or getattr(action._play_context, "remote_user", None)
+    return user if user and _USER_RE.match(str(user)) else None
+
+
+def take_baseline(action, commands: t.Sequence[str] = (), user: str | None = None) -> HostBaseline:
+    """Record the host before any change, in one round trip on the run's own connection (with
+    become): the facts, ``sshd -t``, ``visudo -c``, the package database, the active systemd
+    units, the user health ``commands`` (``scapforge_health_commands``), the login shells (sh
+    and bash, as root and as ``user``: default the connection's remote user, else the
+    target's ``$SUDO_USER``) and owner/mode of the sensitive files.
+
+    Raises HealthError when the script did not run to its end (no connection, become refused).
+    """
+    started = time.monotonic()
+    nonce = new_nonce()
+    script = build_script(nonce, ["sshd_t", "visudo_c", "pkgdb", "units_active", "files", "login"],
+                          commands=commands, user=user or _remote_user(action))
+    stdout, stderr, rc, error = _run_script(action, script)
+    try:
+        return baseline_from_output(stdout, nonce, commands, time.monotonic() - started)
+    except HealthError:
+        raise HealthError("the baseline could not be taken (rc %s): %s" % (rc, (error or stderr or stdout)[-600:])) from None
+
+
+# ---------------------------------------------------------------------- after an attempt
+
+def _judge_rc(raw: RawCheck | None, base: dict | None) -> dict:
+    """ok/detail for a check judged by its exit code, against the baseline's result."""
+    base = base or {}
+    if raw is None or not raw.reported:
+        why = "result line given more than once" if raw is not None and raw.conflict else "no result line"
+        return {"ok": False, "detail": "%s: %s" % (why, _detail(raw)) if raw and raw.data else why}
+    if raw.skipped:
+        if base.get("skipped") or base.get("rc") is None:
+            return {"ok": True, "detail": "not run: %s" % _detail(raw)}
+        return {"ok": False, "detail": "ran before any change, now not: %s" % _detail(raw)}
+    if raw.rc == 0:
+        return {"ok": True, "detail": "exit 0"}
+    if base.get("rc") == raw.rc and not base.get("skipped"):
+        return {"ok": True, "detail": "exit %d, as before any change: %s" % (raw.rc, _detail(raw))}
+    return {"ok": False, "detail": "exit %d%s: %s" % (raw.rc, " (timed out)" if raw.rc == 124 else "", _detail(raw))}
+
+
+def _judge_pkgdb(raw: RawCheck | None, baseline: HostBaseline) -> dict:
+    """``dpkg --audit`` exits 0 even when it lists problems: its output must be empty (or the
+    baseline's); ``rpm --verifydb`` is judged by its exit code."""
+    verdict = _judge_rc(raw, baseline.results.get("pkgdb"))
+    if not verdict["ok"] or raw is None or raw.skipped or raw.rc != 0:
+        return verdict
+    output = "\n".join(raw.data)
+    if not output.strip():
+        return {"ok": True, "detail": "%s: no problem listed" % (baseline.facts.get("pkg") or "package database")}
+    if output == baseline.pkgdb.get("output"):
+        return {"ok": True, "detail": "the same problems as before any change: %s" % output[:300]}
+    return {"ok": False, "detail": "%s lists problems: %s" % (
+        "dpkg --audit" if baseline.facts.get("pkg") == "dpkg" else "the package database", output[:400])}
+
+
+def _judge_units(raw: RawCheck | None, baseline: HostBaseline) -> dict:
+    if raw is None or not raw.reported:
+        return _judge_rc(raw, None)
+    if raw.skipped:
+        if baseline.facts.get("systemd"):
+            return {"ok": False, "detail": "systemd ran before any change, now not: %s" % _detail(raw)}
+        return {"ok": True, "detail": "not run: %s" % _detail(raw)}
+    if raw.rc != 0:
+        return {"ok": False, "detail": "systemctl exited %d: %s" % (raw.rc, _detail(raw))}
+    failed = sorted(set(_unit_names(raw.data)))
+    active = set(baseline.active_units)
+    newly = [u for u in failed if u in active]
+    others = [u for u in failed if u not in active]
+    if newly:
+        return {"ok": False, "detail": "active before, failed now: %s" % ", ".join(newly)[:400], "units": newly}
+    if others:
+        return {"ok": True, "detail": "failed, but not active before any change: %s" % ", ".join(others)[:300]}
+    return {"ok": True, "detail": "no unit that was active has failed"}
+
+
+def _finding(kind: str, what: str, before: str, after: str, unhealthy: bool, **where) -> dict:
+    return dict({"kind": kind, "path": None, "shell": None, "user": None}, **where,
+                what=what, before=before, after=after, unhealthy=unhealthy)
+
+
+def _login_findings(raw: dict[str, RawCheck], baseline: HostBaseline) -> list[dict]:
+    """Login shells whose exit code or stderr differ from the baseline (case tmout-login-shells).
+    Both are unhealthy: a login that now fails or prints errors is a fix with a side effect."""
+    findings = []
+    for name in _login_names():
+        shell, who = name.split("_")[1:]
+        user = "root" if who == "root" else (baseline.user or "")
+        base = baseline.results.get(name) or {}
+        now = raw.get(name)
+        if base.get("skipped") and (now is None or now.skipped):
+            continue
+        where = {"shell": "%s -l -c true" % shell, "user": user}
+        if now is None or not now.reported:
+            findings.append(_finding("unverified", "no result line for %s as %s" % (where["shell"], user),
+                                     "", _detail(now), True, **where))
+            continue
+        if now.skipped:
+            findings.append(_finding("login_shell", "ran before any change, now not", "exit %s" % base.get("rc"),
+                                     _detail(now), True, **where))
+            continue
+        before_err = base.get("detail", "") if base.get("rc") is not None else ""
+        before_lines = set(before_err.split("\n")) if before_err else set()
+        new_lines = [line for line in now.data if line not in before_lines]
+        if now.rc != base.get("rc") and now.rc != 0:
+            findings.append(_finding("login_shell", "exit code changed", "exit %s" % base.get("rc"),
+                                     "exit %d: %s" % (now.rc, "\n".join(now.data)[:300]), True, **where))
+        elif new_lines:
+            findings.append(_finding("login_shell", "new output on stderr", before_err[:300] or "(empty)",
+                                     "\n".join(new_lines)[:300], True, **where))
+    return findings
+
+
+def _file_findings(raw: RawCheck | None, baseline: HostBaseline) -> list[dict]:
+    """Sensitive files whose kind, owner, group or mode differ from the baseline (case
+    dotfile-symlink-owner): unhealthy. A sensitive file gone since the baseline: reported."""
+    if raw is None or not raw.reported:
+        return [_finding("unverified", "no result line for the sensitive files", "", _detail(raw), True)]
+    now = {}
+    for line in raw.data:
+        parsed = _parse_stat(line)
+        if parsed and parsed[0] == "F":
+            now[parsed[1]["path"]] = parsed[1]
+    findings = []
+    for path, before in sorted(baseline.files.items()):
+        after = now.get(path)
+        if before.get("kind") == "absent":
+            continue
+        if after is None or after.get("kind") == "absent":
+            findings.append(_finding("sensitive_file", "removed", _describe(before), "absent", False, path=path))
+            continue
+        changed = [key for key in ("kind", "uid", "gid", "mode") if before.get(key) != after.get(key)]
+        if changed:
+            what = {"kind": "file type", "uid": "owner", "gid": "group", "mode": "mode"}
+            findings.append(_finding("sensitive_file", "%s changed" % " and ".join(what[k] for k in changed),
+                                     _describe(before), _describe(after), True, path=path))
+    return findings
+
+
+def _expected_mode(kind: str, siblings: list[dict], parent: dict | None) -> int | None:
+    """The mode the directory's other entries of the same kind mostly have; with none, 0644 for
+    a file and 0755 for a directory when the directory is open to others (o+x), else None."""
+    modes = [int(s["mode"], 8) for s in siblings if s.get("kind") == kind]
+    if modes:
+        return max(set(modes), key=lambda m: (modes.count(m), m))
+    if parent and parent.get("kind") == "dir" and int(parent["mode"], 8) & 0o001:
+        return 0o644 if kind == "file" else 0o755
+    return None
+
+
+def _created_findings(raw: RawCheck | None, created: t.Sequence[str], modes_asked: t.Collection[str]) -> list[dict]:
+    """Files and directories the attempt created under /etc whose mode looks made by the umask
+    (case sudo-umask-then-new-files): others cannot read (file) or enter (directory) it, while
+    the directory's other entries (or 0644/0755 when it has none) let them. Unhealthy under
+    USER_READ_DIRS (the fix silently does not apply to users); reported elsewhere. Paths in
+    ``modes_asked`` (the attempt's tasks set their mode) are not judged."""
+    if not created:
+        return []
+    if raw is None or not raw.reported:
+        return [_finding("unverified", "no result line for the files the attempt created", "", _detail(raw), True)]
+    entries: dict[str, dict] = {}
+    dirs: dict[str, dict] = {}
+    for line in raw.data:
+        parsed = _parse_stat(line)
+        if parsed is None:
+            continue
+        tag, entry = parsed
+        if tag == "D":
+            dirs[entry["path"]] = entry
+        elif tag in ("C", "S"):
+            entries.setdefault(entry["path"], entry)
+    created_set = set(created)
+    findings = []
+    for path in created:
+        entry = entries.get(path)
+        if path in modes_asked or entry is None or entry.get("kind") not in ("file", "dir"):
+            continue
+        parent_path = posixpath.dirname(path) or "/"
+        siblings = [e for p, e in entries.items() if posixpath.dirname(p) == parent_path and p not in created_set]
+        expected = _expected_mode(entry["kind"], siblings, dirs.get(parent_path))
+        need = 0o004 if entry["kind"] == "file" else 0o005
+        mode = int(entry["mode"], 8)
+        if expected is None or (mode & need) == need or (expected & need) != need:
+            continue
+        unhealthy = any(path.startswith(d + "/") for d in USER_READ_DIRS)
+        findings.append(_finding(
+            "created_mode", "created %s, %s; its directory's other entries are %04o" % (
+                entry["mode"], "others cannot read it" if entry["kind"] == "file" else "others cannot enter it",
+                expected),
+            "absent", "%s (expected %04o)" % (_describe(entry), expected | (mode & ~0o777)), unhealthy, path=path))
+    return findings
+
+
+def judge_after(raw: dict[str, RawCheck], ended: bool, baseline: HostBaseline, commands: t.Sequence[str],
+                created: t.Sequence[str] = (), modes_asked: t.Collection[str] = (),
+                side_effects: bool = True) -> tuple[dict, list]:
+    """The verdicts of one after-attempt script run (pure): (checks, findings).
+
+    checks: {name: {"ok": bool, "detail": str}} for sshd_t, visudo_c, pkgdb, units, each user
+    check (user_1..) and, with ``side_effects``, ``side_effects`` (not ok when a finding is
+    unhealthy). A check is judged against the baseline: failing the same way as before any
+    change is ok (the detail says so). findings: see ``side_effect_findings``.
+    """
+    checks = {
+        "sshd_t": _judge_rc(raw.get("sshd_t"), baseline.results.get("sshd_t")),
+        "visudo_c": _judge_rc(raw.get("visudo_c"), baseline.results.get("visudo_c")),
+        "pkgdb": _judge_pkgdb(raw.get("pkgdb"), baseline),
+        "units": _judge_units(raw.get("units_failed"), baseline),
+    }
+    for index, command in enumerate(commands):
+        name = user_check_name(index)
+        base = baseline.results.get(name) if index < len(baseline.commands) and \
+            baseline.commands[index] == str(command) else None
+        verdict = _judge_rc(raw.get(name), base or {"rc": None})
+        verdict["detail"] = "%s: %s" % (str(command)[:120], verdict["detail"])
+        checks[name] = verdict
+    findings: list[dict] = []
+    if side_effects:
+        findings = side_effect_findings(raw, baseline, created, modes_asked)
+        bad = [f for f in findings if f["unhealthy"]]
+        checks["side_effects"] = {
+            "ok": not bad,
+            "detail": "; ".join("%s %s: %s" % (f["kind"], f["path"] or "%s as %s" % (f["shell"], f["user"]), f["what"])
+                                for f in findings)[:600] or "none",
+        }
+    if not ended:
+        checks["script"] = {"ok": False, "detail": "the script did not run to its end"}
+    return checks, findings
+
+
+def side_effect_findings(raw: dict[str, RawCheck], baseline: HostBaseline, created: t.Sequence[str] = (),
+                         modes_asked: t.Collection[str] = ()) -> list[dict]:
+    """What an attempt changed beyond its rule (pure). Each finding: {"kind", "path", "shell",
+    "user", "what", "before", "after", "unhealthy"}; kinds:
+
+    - ``login_shell`` (case tmout-login-shells): ``sh -l -c true`` / ``bash -l -c true`` as
+      root or the connecting user exits non-zero or prints new stderr lines. Unhealthy.
+    - ``sensitive_file`` (case dotfile-symlink-owner): owner, group, mode or type of
+      /etc/shadow, gshadow, passwd, group, sudoers, sudoers.d/* changed: unhealthy; removed:
+      reported (a lock-out it causes shows in ``check_host``).
+    - ``created_mode`` (case sudo-umask-then-new-files): see ``_created_findings``; unhealthy
+      under /etc/profile.d, /etc/skel, /etc/bash_completion.d, reported elsewhere.
+    - ``unverified``: a result line is missing; unhealthy (a missing result counts as failed).
+    """
+    findings = _login_findings(raw, baseline)
+    findings += _file_findings(raw.get("files"), baseline)
+    wanted = [p for p in created if p.startswith(CREATED_ROOTS)]
+    findings += _created_findings(raw.get("created"), wanted[:MAX_CREATED], set(modes_asked))
+    if len(wanted) > MAX_CREATED:
+        findings.append(_finding("created_mode", "%d more created paths not examined (at most %d are)"
+                                 % (len(wanted) - MAX_CREATED, MAX_CREATED), "", "", False))
+    return findings
+
+
+def check_after(action, baseline: HostBaseline, commands: t.Sequence[str] = (), *, created: t.Sequence[str] = (),
+                modes_asked: t.Collection[str] = (), side_effects: bool = True) -> HealthReport:
+    """Check the host after an attempt, in one round trip on the run's own connection (with
+    become); never raises.
+
+    Runs ``sshd -t`` (when sshd exists), ``visudo -c`` (when visudo exists), ``dpkg --audit``
+    / ``rpm --verifydb``, the failed systemd units (against ``baseline.active_units``), the
+    inventory's ``commands`` (``scapforge_health_commands``: each must exit 0), and with
+    ``side_effects`` the login shells, the sensitive files and the mode of ``created`` (paths
+    absent before the attempt; only those under /etc are judged; ``modes_asked``: those
+    whose mode the attempt's tasks set). Returns a HealthReport with ``checks`` and
+    ``side_effects`` (findings); ``healthy`` is True when every check is ok. A fresh login
+    is not part of it: that is ``check_host``. Sources: issue 7 item 3, DESIGN decision 19,
+    cases tmout-login-shells, sudo-umask-then-new-files, dotfile-symlink-owner.
+    """
+    started = time.monotonic()
+    nonce = new_nonce()
+    names = ["sshd_t", "visudo_c", "pkgdb", "units_failed"]
+    if side_effects:
+        names += ["files", "login"] + (["created"] if created else [])
+    wanted = [p for p in created if isinstance(p, str) and p.startswith(CREATED_ROOTS)]
+    try:
+        script = build_script(nonce, names, commands=commands, user=baseline.user or "root", created=wanted)
+    except ValueError as exc:
+        return HealthReport(False, "health checks not run: %s" % exc, time.monotonic() - started)
+    stdout, stderr, rc, error = _run_script(action, script)
+    raw, ended = parse_output(stdout, nonce)
+    checks, findings = judge_after(raw, ended, baseline, commands, wanted, modes_asked, side_effects)
+    if not ended:  # same verdict as judge_after's, with what the connection said
+        checks["script"] = {"ok": False, "detail": "the script did not run to its end (rc %s): %s"
+                            % (rc, (error or stderr or stdout).strip()[-400:])}
+    failed = {name: v for name, v in checks.items() if not v["ok"]}
+    if failed:
+        detail = "failed: " + "; ".join("%s: %s" % (n, v["detail"][:200]) for n, v in failed.items())
+    else:
+        detail = "%d checks ok" % len(checks)
+        if findings:
+            detail += "; %d side effect(s) reported" % len(findings)
+    return HealthReport(not failed, detail[:1200], time.monotonic() - started, checks=checks, side_effects=findings)
+
+
+def check_side_effects(action, baseline: HostBaseline, created: t.Sequence[str] = (),
+                 modes_asked: t.Collection[str] = ()) -> list[dict]:
+    """Only the side-effect part of ``check_after``, in its own round trip: the findings
+    (see ``side_effect_findings``). Never raises: a failed round trip gives ``unverified``
+    findings."""
+    report = check_after(action, baseline, (), created=created, modes_asked=modes_asked, side_effects=True)
+    return report.side_effects
+
+
+def undo_sensitive_changes(action, findings: t.Sequence[dict], baseline: HostBaseline) -> dict:
+    """Put back owner, group and mode of the sensitive files named by ``sensitive_file``
+    findings, from the baseline, in one round trip with become, and read them back (case
+    dotfile-symlink-owner: a chown that followed a user's symlink to /etc/shadow is undone
+    even though no checkpoint covered /etc/shadow). Returns {"restored": [paths], "verified":
+    bool, "mismatches": ["path: now ..."]}; never raises."""
+    paths = [f["path"] for f in findings if f.get("kind") == "sensitive_file" and f.get("path") in baseline.files
+             and baseline.files[f["path"]].get("kind") == "file"]
+    if not paths:
+        return {"restored": [], "verified": True, "mismatches": []}
+    nonce = new_nonce()
+    lines = []
+    for path in paths:
+        entry = baseline.files[path]
+        quoted = shlex.quote(path)
+        lines.append("[ -L %s ] || { chown -h %d:%d %s && chmod %s %s; }" % (quoted, entry["uid"], entry["gid"], quoted,
+                                                                             entry["mode"], quoted))
+    script = build_script(nonce, ["files"], user="root", prepend="\n".join(lines) + "\n")
+    stdout, stderr, rc, error = _run_script(action, script)
+    raw, _ended = parse_output(stdout, nonce)
+    remaining = [f for f in _file_findings(raw.get("files"), baseline) if f["unhealthy"]]
+    mismatches = ["%s: now %s" % (f["path"], f["after"]) for f in remaining if f.get("path") in paths or not f["path"]]
+    if error:
+        mismatches.append("round trip failed: %s" % error[:300])
+    return {"restored": paths, "verified": not mismatches, "mismatches": mismatches}

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import os
 import typing as t
 
 from ansible import constants as C
@@ -16,13 +17,38 @@ from ansible.vars.clean import clean_facts, namespace_facts
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.catalog import Catalog, CatalogError
 
 
+class ControllerGone(Exception):
+    """ansible-playbook, the process that started this worker, is gone (killed): the loop
+    stops at once, writes nothing more, and leaves its open attempt to a resumed run.
+
+    Ansible's worker processes detach into their own session, so a SIGKILL to the playbook
+    (or its process group) does not reach them: without this check a killed run would go on
+    changing the host in the background (seen in tests/faults/test_resume.py).
+    """
+
+
+class ParentWatch:
+    """Tells whether the process that was our parent when created is still our parent."""
+
+    def __init__(self) -> None:
+        self.parent = os.getppid()
+
+    def gone(self) -> bool:
+        return os.getppid() != self.parent
+
+    def check(self) -> None:
+        """Raise ControllerGone when the parent process has died."""
+        if self.gone():
+            raise ControllerGone("ansible-playbook (pid %d) is gone: stopping this host's loop" % self.parent)
+
+
 class LoopError(Exception):
     """The run cannot start or go on for this host (bad content, unknown profile, scan failure).
 
     ``reason`` is a short code for the task result and the host's error report: ``content``,
     ``content_mismatch``, ``untrusted_content``, ``profile``, ``rule``, ``facts``,
-    ``unhealthy_before``, ``scan_failed``, ``scanner_crash``, ``llm_remote``, ``prompts``;
-    the message says what to do.
+    ``unhealthy_before``, ``scan_failed``, ``scanner_crash``, ``llm_remote``, ``prompts``,
+    ``memory``, ``controller``; the message says what to do.
     """
 
     def __init__(self, reason: str, message: str) -> None:
@@ -89,6 +115,38 @@ def _host_sha256(action, task_vars: dict, path: str) -> str | None:
         raise LoopError("content", "cannot stat the datastream %s on the host: %s" % (path, result.get("msg")))
     stat = result.get("stat", {})
     return stat.get("checksum") if stat.get("exists") else None
+
+
+#: where a machine's id is kept (the order Ansible's platform facts read them).
+MACHINE_ID_FILES = ("/var/lib/dbus/machine-id", "/etc/machine-id")
+
+
+def controller_machine_id() -> str | None:
+    """This controller's machine id (systemd's machine-id(5)), or None when it has none."""
+    for path in MACHINE_ID_FILES:
+        try:
+            with open(path, encoding="ascii", errors="replace") as handle:
+                value = handle.read().strip()
+        except OSError:
+            continue
+        if value:
+            return value
+    return None
+
+
+def refuse_controller(action, facts: dict) -> None:
+    """Refuse to work on the controller itself: a ``local`` connection, or a target whose
+    machine id (fact ``machine_id``) is the controller's. A sysctl fix run in a chroot once
+    changed this machine's kernel (shared/DESIGN.md, SAFETY). Raises LoopError(``controller``);
+    ``allow_controller: true`` is the caller's way around it."""
+    name = getattr(action._connection, "_load_name", "")
+    if name in ("local", "ansible.builtin.local", "ansible.legacy.local"):
+        raise LoopError("controller", "the connection is %s: the loop would change the controller itself; "
+                        "use scapforge_allow_controller: true if that is really meant" % name)
+    target, mine = facts.get("machine_id"), controller_machine_id()
+    if target and mine and target == mine:
+        raise LoopError("controller", "the host's machine id %s is the controller's: the loop would change the "
+                        "controller itself; use scapforge_allow_controller: true if that is really meant" % target)
 
 
 def with_host_facts(action, task_vars: dict) -> dict:

@@ -36,14 +36,17 @@ from ansible_collections.scapforge.remediation.plugins.plugin_utils import healt
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.agent_loop import WorkerPhase
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.attempt_runner import AttemptRunner
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.catalog import CatalogError
-from ansible_collections.scapforge.remediation.plugins.plugin_utils.checkpoint import FilesProvider
+from ansible_collections.scapforge.remediation.plugins.plugin_utils.checkpoint import CheckpointError, FilesProvider
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.events import EventLog
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.executor import TaskListExecutor
+from ansible_collections.scapforge.remediation.plugins.plugin_utils.progress import Progress
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.memory.lessons import tasks_sha
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.memory.session import MemorySession
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.host_setup import (
     LoopError,
+    ParentWatch,
     load_catalog,
+    refuse_controller,
     with_host_facts,
 )
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.scanner import CRASH_KINDS, Scanner, counts_of
@@ -89,6 +92,9 @@ class LoopOptions:
     memory_path: str = "~/.scapforge/memory"
     memory_mode: str = "inject"
     memory_retry: bool = False
+    allow_controller: bool = False
+    health_commands: list[str] = dataclasses.field(default_factory=list)
+    deadman_seconds: int = 600
 
 
 @dataclasses.dataclass
@@ -143,6 +149,10 @@ class RemediationLoop:
         self.worker: WorkerPhase | None = None
         self.runner: AttemptRunner | None = None
         self.memory: MemorySession | None = None
+        self.parent = ParentWatch()
+        self.progress = Progress(opts.run_dir, self.host)
+        self.resume = self.progress.load()
+        self.interrupted: list[dict] = []
 
     @property
     def changed(self) -> bool:
@@ -162,6 +172,8 @@ class RemediationLoop:
             self.action, self.task_vars, self.opts.datastream, self.opts.datastream_src, self.opts.trusted_sha256
         )
         self.task_vars = with_host_facts(self.action, self.task_vars)
+        if not self.opts.allow_controller:
+            refuse_controller(self.action, self.task_vars.get("ansible_facts", {}))
         try:
             self.profile = self.catalog.profile(self.opts.profile)
         except CatalogError as exc:
@@ -181,6 +193,7 @@ class RemediationLoop:
                 self.opts.run_id, self.host, self.events)
         except ValueError as exc:
             raise LoopError("memory", str(exc)) from None
+        self.baseline = None
         if self.opts.health_check and not self.check_mode:
             status = health.check_host(self.action)
             if not status.healthy:
@@ -189,6 +202,11 @@ class RemediationLoop:
                     "a fresh login with become fails before any change, so the health check cannot "
                     "protect this host: %s" % status.detail,
                 )
+            try:
+                self.baseline = health.take_baseline(self.action, self.opts.health_commands, user=self.remote_user)
+            except health.HealthError as exc:
+                raise LoopError("unhealthy_before", "the health baseline cannot be taken: %s" % exc) from None
+            self.events.emit("health_baseline", failing=self.baseline.failing)
         selected = set(self.profile.selected_rules)
         scope = self.catalog.expand_requires(self.scope) if self.scope else []
         outside = [r for r in scope if r not in selected]
@@ -202,7 +220,10 @@ class RemediationLoop:
                                     root="%s/%s" % (CHECKPOINT_ROOT, self.opts.run_id or "adhoc"))
         self.runner = AttemptRunner(self.action, self.task_vars, self.catalog, self.scanner, checkpoints, self.events,
                                     self.gate_policy, self.opts.health_check, self._stop,
-                                    want_evidence=self.worker.agents is not None)
+                                    want_evidence=self.worker.agents is not None, progress=self.progress,
+                                    start=self.resume.starts + 1, parent=self.parent, baseline=self.baseline,
+                                    health_commands=self.opts.health_commands,
+                                    deadman_seconds=self.opts.deadman_seconds, home=self.gate_policy.home())
         llm = self.opts.llm
         self.events.emit(
             "run_start",
@@ -279,6 +300,8 @@ class RemediationLoop:
         data = outcome.to_dict()
         del data["rule"], data["attempts"], data["attempt_log"]
         self.events.emit("rule_complete", rule=safety.short_rule_id(rule_id), attempt=outcome.attempts or None, **data)
+        if not self.check_mode:
+            self.progress.append("outcome", rule=rule_id, outcome=outcome.to_dict())
         if self.memory is not None and not self.check_mode:
             entry = dict(outcome.to_dict(), rule=rule.short_id)
             item = self.items.get(rule_id)
@@ -296,9 +319,10 @@ class RemediationLoop:
         last = ran[-1] if ran else None
         changed = ["%s (%s)" % (r.get("name"), r.get("module")) for r in (last.report.get("task_results") or [])
                    if r.get("changed") and not r.get("check_mode")] if last else []
+        kept = last.side_effects if last is not None and last.verdict == A.PASSED else []
         return self._finish(item.rule, reason, attempts=len(item.attempts), modules=modules, changed_tasks=changed,
                             detail=detail[:800], attempt_log=[a.log_entry() for a in item.attempts],
-                            lessons_shown=list(item.lessons_shown))
+                            lessons_shown=list(item.lessons_shown), side_effects=list(kept))
 
     def out_of_budget(self) -> bool:
         """True once the run's time budget (``time_budget`` seconds) is spent."""
@@ -331,6 +355,7 @@ class RemediationLoop:
         """Decide and, where allowed, apply one rule's vendor fix; never raises for a
         host-side failure. Returns the Applied fix waiting for verification, or None when the
         rule got its outcome or went to the Worker queue."""
+        self.parent.check()
         rule = self.catalog.rule(rule_id)
         self.events.emit("rule_start", rule=rule.short_id, title=rule.title, category=rule.category)
         skip = self._not_attempted(rule_id)
@@ -417,6 +442,7 @@ class RemediationLoop:
         """Re-evaluate applied vendor fixes in ONE oscap call (with the rules they require),
         judge each by its own rule-result (a missing result is never a pass), then roll back
         those that did not pass, newest first."""
+        self.parent.check()
         batch = self.catalog.expand_requires([a.item.rule for a in applied])
         result = self.scanner.scan(batch, evidence=self.runner.want_evidence)
         shorts = [safety.short_rule_id(r) for r in batch]
@@ -436,6 +462,7 @@ class RemediationLoop:
                 self.runner.judge(entry.item, entry.attempt, value, evidence.get(entry.item.rule), entry.reboot)
         self._roll_back_batch(applied)
         for entry in applied:
+            self.runner.close(entry.item, entry.attempt)
             self._after_vendor(entry.item)
 
     def _roll_back_batch(self, applied: list[Applied]) -> None:
@@ -465,6 +492,12 @@ class RemediationLoop:
             self.queue.append(item.rule)
 
     # -- the run ---------------------------------------------------------------------------
+    def _access_last(self, rule_ids: t.Sequence[str]) -> list[str]:
+        """The rules in their order, with the access-impacting ones the user opted in to moved
+        to the end (issue 7 item 4): a lock-out they cause can then cost no other rule."""
+        risky = [r for r in rule_ids if safety.access_impact(r, self.remote_user)]
+        return [r for r in rule_ids if r not in risky] + risky
+
     def _work(self, rule_ids: t.Sequence[str]) -> None:
         """Apply and verify the vendor fixes of the rules.
 
@@ -532,11 +565,19 @@ class RemediationLoop:
         Raises LoopError when the run cannot start (content, profile, LLM endpoint, baseline scan).
         """
         self._prepare()
-        baseline = self._scan("baseline")
+        if not self.check_mode:
+            self.progress.append("start", run_id=self.opts.run_id)
+        baseline = self._resume() if self.resume.baseline is not None and not self.check_mode else None
+        if baseline is None:
+            baseline = self._scan("baseline")
+            if not self.check_mode:
+                self.progress.append("baseline", scan={k: baseline.get(k) for k in (
+                    "rules", "oscap_version", "content_version", "label")})
         before = baseline.get("rules", {})
         in_scope = set(self.scan_rules) if self.scope else None
-        work = [r for r, v in before.items() if v == "fail" and (in_scope is None or r in in_scope)]
-        self._work(work)
+        work = [r for r, v in before.items()
+                if v == "fail" and (in_scope is None or r in in_scope) and r not in self.outcomes]
+        self._work(self._access_last(work))
 
         picked_up: list[str] = []
         final = None if self.check_mode else self._scan_after("rescan" if self.opts.rescan else "final")
@@ -558,6 +599,43 @@ class RemediationLoop:
         self._close_checkpoints()
         memory = self.memory.close() if self.memory is not None else None
         return self._report(baseline, final, picked_up, memory)
+
+    def _resume(self) -> dict:
+        """Continue an interrupted run of this run id (issue 7, "Resume"): keep the outcomes
+        of the rules it finished and its baseline, and first settle the attempts it left open,
+        newest first: restored from their checkpoint and verified, unless the dead-man switch
+        already did it or the checkpoint is gone. Returns the baseline scan."""
+        for rule, data in self.resume.outcomes.items():
+            self.outcomes[rule] = outcomes.RuleOutcome(**data)
+        for entry in reversed(self.resume.open):
+            self.interrupted.append(self._settle(entry))
+        self.events.emit("resume", start=self.resume.starts + 1, finished=len(self.outcomes),
+                         interrupted=self.interrupted, damaged=self.resume.damaged)
+        return dict(self.resume.baseline, label="baseline")
+
+    def _settle(self, entry: dict) -> dict:
+        """Roll back one attempt a crash left open; returns what was found and done."""
+        found = dict(rule=safety.short_rule_id(entry["rule"]), attempt=entry["attempt"], checkpoint=entry["checkpoint"])
+        provider = self.runner.checkpoints
+        try:
+            status, _seconds = provider.run_module({"state": "status", "id": entry["checkpoint"]})
+            if status.get("fired"):  # the dead-man switch restored it while the controller was away
+                result = status.get("fired_result") or {}
+                found.update(rolled_back=bool(result.get("verified")), by="dead-man switch", detail=str(result)[:300])
+            elif not status.get("exists"):
+                found.update(rolled_back=None, by=None, detail="no checkpoint left: nothing to restore")
+            else:
+                result, _seconds = provider.run_module({"state": "restore", "id": entry["checkpoint"],
+                                                        "discard_after": True})
+                verified = bool(result.get("verified")) and not result.get("mismatches")
+                found.update(rolled_back=verified, by="resume", detail="restored %s; %s" % (
+                    ", ".join(result.get("restored") or []) or "nothing", "verified" if verified else
+                    "NOT verified: %s" % "; ".join(result.get("mismatches") or [])[:300]))
+        except (CheckpointError, AnsibleError) as exc:
+            found.update(rolled_back=False, by=None, detail="could not restore: %s" % str(exc)[:300])
+        if found["rolled_back"] is not False:
+            self.progress.append("close", rule=entry["rule"], attempt=entry["attempt"])
+        return found
 
     def _close_checkpoints(self) -> None:
         """Remove this run's checkpoints from the host: every attempt is judged by now and
@@ -625,6 +703,8 @@ class RemediationLoop:
             "check_mode": self.check_mode,
             "llm": self._llm_summary(),
             "memory": memory,
+            "resumed": {"count": self.resume.starts, "interrupted": self.interrupted} if self.resume.starts else None,
+            "health_baseline": {"failing": self.baseline.failing} if self.baseline is not None else None,
             "before": counts_of(before),
             "after": counts_of(after) if final is not None else None,
             "after_scan": final.get("label") if final is not None else None,

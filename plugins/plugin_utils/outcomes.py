@@ -92,7 +92,8 @@ class RuleOutcome:
     :meth:`attempts.Attempt.log_entry`: source, verdict, reason, tokens, rolled_back...);
     ``lessons_shown`` the ids of the memory lessons its attempts were shown or decided by;
     ``from_memory`` the lesson id when memory decided the rule without an attempt (then
-    ``attempts`` is 0).
+    ``attempts`` is 0); ``side_effects`` what the fix that stays on the host changed beyond
+    its rule (findings of ``health.check_after``: a new file whose mode the umask decided...).
     """
 
     rule: str
@@ -106,6 +107,7 @@ class RuleOutcome:
     attempt_log: list[dict] = dataclasses.field(default_factory=list)
     lessons_shown: list[str] = dataclasses.field(default_factory=list)
     from_memory: str | None = None
+    side_effects: list[dict] = dataclasses.field(default_factory=list)
 
     def __post_init__(self) -> None:
         expected = outcome_for(self.reason)

@@ -14,6 +14,7 @@ the rule (case sshd-validate-no-privsep-dir).
 from __future__ import annotations
 
 import re
+import typing as t
 
 RULE_PREFIX = "xccdf_org.ssgproject.content_rule_"
 
@@ -89,6 +90,42 @@ def access_impact(rule_id: str, remote_user: str | None) -> str | None:
     if short.startswith(ACCESS_IMPACTING_PREFIXES):
         return "a default-deny firewall can drop the controller's SSH connection"
     return None
+
+
+#: paths whose change can cut the controller off (issue 7 item 1: sshd, PAM, sudoers,
+#: nsswitch, login.defs, accounts, network, firewall, crypto policy).
+ACCESS_PATHS = (
+    "/etc/ssh/", "/etc/pam.d/", "/etc/security/", "/etc/sudoers", "/etc/nsswitch.conf", "/etc/login.defs",
+    "/etc/passwd", "/etc/shadow", "/etc/group", "/etc/gshadow", "/etc/network/", "/etc/netplan/",
+    "/etc/NetworkManager/", "/etc/sysconfig/network", "/etc/systemd/network/", "/etc/firewalld/",
+    "/etc/nftables.conf", "/etc/iptables/", "/etc/ufw/", "/etc/crypto-policies/", "/etc/hosts.allow",
+    "/etc/hosts.deny", "/etc/resolv.conf", "/usr/bin/sudo", "/etc/default/useradd",
+)
+#: modules that change access without a file path the checkpoint would name.
+ACCESS_MODULES = frozenset({
+    "ansible.builtin.user", "ansible.builtin.group", "ansible.posix.authorized_key", "community.general.pamd",
+    "community.general.sudoers", "ansible.posix.firewalld", "community.general.ufw", "ansible.builtin.iptables",
+    "community.general.nftables",
+})
+#: units whose state is access.
+ACCESS_UNITS = ("ssh", "sshd", "networking", "NetworkManager", "systemd-networkd", "firewalld", "nftables", "ufw")
+
+
+def touches_access(fqcn: str, args: dict, paths: t.Sequence[str], home: str | None = None) -> bool:
+    """Whether a task can change how the controller logs in or escalates: one of its
+    ``paths`` is under ``ACCESS_PATHS`` or the connecting user's ``home``, its module is in
+    ``ACCESS_MODULES``, or it acts on an ``ACCESS_UNITS`` service. Such an attempt runs
+    under the dead-man switch (issue 7 item 1)."""
+    if fqcn in ACCESS_MODULES:
+        return True
+    prefixes = ACCESS_PATHS + ((home.rstrip("/") + "/",) if home else ())
+    if any(p == prefix.rstrip("/") or p.startswith(prefix) for p in paths for prefix in prefixes):
+        return True
+    if fqcn in ("ansible.builtin.service", "ansible.builtin.systemd", "ansible.builtin.systemd_service",
+                "ansible.builtin.sysvinit"):
+        name = str(args.get("name") or "").rsplit(".service", 1)[0]
+        return name in ACCESS_UNITS
+    return False
 
 
 def unfixable_kind(rule_id: str) -> str | None:

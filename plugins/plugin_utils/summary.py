@@ -20,7 +20,8 @@ def merge_host_reports(run_dir: str, expected_hosts: t.Iterable[str] = ()) -> di
     """Read ``<run_dir>/hosts/*.json`` and return the run summary.
 
     Shape: ``{"run_id", "hosts": {host: report}, "totals": {"before": {...}, "after": {...},
-    "outcomes": {...}}, "regressions": {host: [rules]}, "without_report": [hosts]}``.
+    "outcomes": {...}, "memory": {"shown", "created", "reinforced", "retired"}}, "regressions":
+    {host: [rules]}, "without_report": [hosts]}``.
     ``expected_hosts`` are the play's hosts: those with no report (unreachable, failed in
     preflight) are listed under ``without_report`` so no host silently drops out. A report
     that is not valid JSON is listed under ``"unreadable"`` with its error.
@@ -34,11 +35,12 @@ def merge_host_reports(run_dir: str, expected_hosts: t.Iterable[str] = ()) -> di
             hosts[report["host"]] = report
         except (OSError, ValueError, KeyError) as exc:
             unreadable[os.path.basename(path)] = str(exc)
-    totals: dict[str, dict[str, int]] = {"before": {}, "after": {}, "outcomes": {}}
+    totals: dict[str, dict[str, int]] = {"before": {}, "after": {}, "outcomes": {}, "memory": {}}
     for report in hosts.values():
         for key in totals:
             for name, count in (report.get(key) or {}).items():
-                totals[key][name] = totals[key].get(name, 0) + count
+                if isinstance(count, int):  # memory also carries an error text when it failed
+                    totals[key][name] = totals[key].get(name, 0) + count
     summary = {
         "run_id": next((r.get("run_id") for r in hosts.values()), os.path.basename(run_dir.rstrip("/"))),
         "hosts": hosts,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 
 import pytest
@@ -105,3 +106,27 @@ def test_an_endpoint_that_does_not_answer_ends_the_rules_with_llm_error(lab_host
     calls = [e for e in events if e["event"] == "llm_call"]
     assert len(calls) == 1 and calls[0]["data"]["error_kind"] == "connection"
     assert login_defs() == before
+
+
+def test_the_controller_itself_is_refused_before_anything_runs(lab, lab_host, lab_inventory, tmp_path, remediate):
+    # a lab host that claims the controller's machine id, and a local connection: both refused
+    # by preflight, before it installs or creates anything
+    host = lab.reset([lab_host.name])[0]
+    try:
+        mine = open("/etc/machine-id").read().strip()
+        host.ssh("echo %s | sudo tee /etc/machine-id >/dev/null" % mine)
+        before = host.ssh("sudo find /etc /run -newer /etc/machine-id 2>/dev/null | sort").stdout
+        proc = remediate(lab_inventory, host.name, tmp_path / "same-id", {"scapforge_rules": ["file_permissions_etc_passwd"]})
+        assert proc.returncode != 0
+        assert "is the controller itself" in proc.stdout and mine in proc.stdout
+        summary = json.loads((tmp_path / "same-id" / "latest" / "summary.json").read_text())
+        assert summary["without_report"] == [host.name]
+        assert host.ssh("sudo find /etc /run -newer /etc/machine-id 2>/dev/null | sort").stdout == before
+    finally:
+        lab.reset([lab_host.name])
+    inventory = tmp_path / "local.yml"
+    inventory.write_text("all:\n  hosts:\n    controller:\n      ansible_connection: local\n")
+    had_oscap = os.path.exists("/usr/bin/oscap")
+    proc = remediate(inventory, "controller", tmp_path / "local", {"scapforge_rules": ["file_permissions_etc_passwd"]})
+    assert proc.returncode != 0 and "connection local" in proc.stdout
+    assert os.path.exists("/usr/bin/oscap") == had_oscap  # preflight installed nothing here

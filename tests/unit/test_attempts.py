@@ -48,6 +48,9 @@ def test_rollback_is_due_for_failures_with_a_checkpoint_only():
     assert not A.needs_rollback(deferred)
     nothing = attempt(item, "worker", "ineffective", "fix_ineffective", checkpoint={"covered": []})
     assert not A.needs_rollback(nothing)
+    healed = attempt(item, "worker", "unhealthy", "unhealthy_rolled_back", checkpoint={"covered": ["/etc/pam.d/x"]},
+                     rolled_back=True)
+    assert not A.needs_rollback(healed)  # undone at once when found unhealthy: never twice
 
 
 # ------------------------------------------------------------------------ signatures, plateau
@@ -199,7 +202,7 @@ def test_log_entry_shape():
     entry = a.log_entry()
     assert entry == {"attempt": 1, "source": "worker", "verdict": "failed", "reason": "fix_failed", "tokens": 812,
                      "rolled_back": True, "seconds": 3.1, "modules": ["ansible.builtin.shell"], "changed": False,
-                     "detail": "x" * 300}
+                     "detail": "x" * 300, "side_effects": []}
     assert set(A.VERDICTS) == {"refused", "failed", "no_effect", "ineffective", "unhealthy", "passed"}
 
 

@@ -44,6 +44,8 @@ def test_summary_merges_hosts_and_sums_counts(tmp_path):
             "host": host, "run_id": "R1", "before": {"pass": before, "fail": 10 - before},
             "after": {"pass": after, "fail": 10 - after}, "outcomes": {"remediated/verified": after - before},
             "regressions": regress, "rules": {},
+            "memory": {"shown": before, "created": 2, "reinforced": 1, "retired": 0}
+            if host == "a" else {"shown": 0, "created": 0, "reinforced": 0, "retired": 0, "error": "lessons corrupt"},
         })
     # a truncated report must not abort the merge
     with open(os.path.join(run_dir, "hosts", "c.json"), "w") as handle:
@@ -52,6 +54,7 @@ def test_summary_merges_hosts_and_sums_counts(tmp_path):
     assert summary["totals"]["before"] == {"fail": 12, "pass": 8}
     assert summary["totals"]["after"] == {"fail": 8, "pass": 12}
     assert summary["totals"]["outcomes"] == {"remediated/verified": 4}
+    assert summary["totals"]["memory"] == {"created": 2, "reinforced": 1, "retired": 0, "shown": 5}
     assert summary["regressions"] == {"b": ["rule_x"]}
     assert list(summary["unreadable"]) == ["c.json"]
     assert json.load(open(path))["run_id"] == "R1"

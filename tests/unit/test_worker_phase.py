@@ -15,6 +15,7 @@ from ansible_collections.scapforge.remediation.plugins.plugin_utils.agent_loop i
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.agents import Reply
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.catalog import Catalog
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.events import EventLog, read_events
+from ansible_collections.scapforge.remediation.plugins.plugin_utils.host_setup import ParentWatch
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.llm import LLMError
 
 PROFILE = "xccdf_org.ssgproject.content_profile_anssi_bp28_high"
@@ -52,6 +53,7 @@ class FakeLoop:
         self.rollbacks = []
         self.runner = self
         self.memory = None
+        self.parent = ParentWatch()
 
     def out_of_budget(self):
         return False
@@ -79,6 +81,9 @@ class FakeLoop:
         value = "pass" if next(iter(attempt.tasks[0])) == "ansible.builtin.replace" else "fail"
         attempt.result = value
         attempt.verdict, attempt.reason = A.judge(None, attempt.report, True, value)
+
+    def close(self, item, attempt):
+        self.closed = getattr(self, "closed", []) + [attempt.number]
 
     def roll_back(self, item, attempt):
         self.rollbacks.append(attempt.number)
@@ -135,6 +140,7 @@ def test_vendor_refused_failed_pivot_remediated(catalog, tmp_path):
     assert agents.calls == ["architect_plan", "worker", "reflector", "worker", "reflector", "architect_review", "worker"]
     assert loop.finished[RULE] == ("verified", "", ["failed", "refused", "failed", "passed"])
     assert loop.rollbacks == [3]  # the refused attempt ran nothing; the failed one was undone
+    assert loop.closed == [2, 3, 4]  # every attempt that reached the host is settled
     assert item.plans == ["add acl with a shell pipeline", "use ansible.builtin.replace on OwnerMode"]
     assert item.attempts[2].reflection["lesson"]["action"] == "use executable: /bin/bash"
     assert item.banned == ["set -o pipefail &&"]

@@ -1,0 +1,92 @@
+"""Shared fixtures of the integration tests and the fault suite: the lab (real Debian 12 hosts over SSH).
+
+- ``lab``: the :class:`scapforge_lab.Lab` under ``$SCAPFORGE_LAB_HOME`` (session).
+- ``lab_host``: one running :class:`scapforge_lab.LabHost` (session). ``SCAPFORGE_LAB_HOST``
+  names it (``lab2``: started when not running, so several sessions can test side by side);
+  otherwise the first running host is reused, or lab1 is booted. A host this fixture booted
+  is stopped at the end of the session, unless ``SCAPFORGE_KEEP_LAB=1``.
+- ``lab_inventory``: Path of the generated inventory (inventory/lab.yml) for the running
+  hosts: group ``lab``, SSH as scapforge with become (sudo).
+
+The lab needs root and the Debian packages of ``make deps``; without them these fixtures
+fail with the reason rather than skip.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO_ROOT / "lab"))
+
+from scapforge_lab import Lab  # noqa: E402
+
+LAB_INVENTORY = REPO_ROOT / "inventory" / "lab.yml"
+
+
+@pytest.fixture(scope="session")
+def lab():
+    """The Lab object (builds nothing by itself)."""
+    if os.geteuid() != 0:
+        pytest.fail("the lab needs root (mount, systemd-nspawn, ip)")
+    for tool in ("systemd-nspawn", "debootstrap", "tinyproxy"):
+        if not shutil.which(tool, path=os.environ.get("PATH", "") + ":/usr/sbin:/sbin"):
+            pytest.fail("%s missing: run `make deps`" % tool)
+    return Lab(log=lambda line: print("lab: " + line, file=sys.stderr))
+
+
+@pytest.fixture(scope="session")
+def lab_host(lab):
+    """One running lab host (LabHost: name, address, user, key_path, root, pid, ssh())."""
+    wanted = os.environ.get("SCAPFORGE_LAB_HOST")
+    running = {h.name: h for h in lab.hosts()}
+    if wanted:
+        started = wanted not in running
+        host = running.get(wanted) or lab.start([wanted])[0]
+    else:
+        started = not running
+        host = next(iter(running.values())) if running else lab.up(1)[0]
+    lab.write_inventory(LAB_INVENTORY)
+    yield host
+    if started and os.environ.get("SCAPFORGE_KEEP_LAB") != "1":
+        if len(lab.hosts()) > 1:
+            lab.stop(host.name)
+            lab.write_inventory(LAB_INVENTORY)
+        else:
+            lab.down()
+            if LAB_INVENTORY.is_file():
+                LAB_INVENTORY.unlink()
+
+
+@pytest.fixture(scope="session")
+def lab_inventory(lab_host):
+    """Path of the inventory (YAML) listing the running lab hosts."""
+    return LAB_INVENTORY
+
+
+def run_remediate(inventory, limit, runs_dir, extra=None, *flags):
+    """Run the main job (playbooks/remediate.yml) for real; returns the CompletedProcess.
+
+    ``limit`` is the -l pattern, ``runs_dir`` becomes scapforge_runs_dir, ``extra`` more
+    extra vars (JSON), ``flags`` more ansible-playbook arguments such as --check. Unless
+    ``extra`` names one, the lesson store is ``<runs_dir>/memory``: a test's runs learn only
+    from each other, never from another test or from ~/.scapforge.
+    """
+    extra_vars = dict(extra or {}, scapforge_runs_dir=str(runs_dir))
+    extra_vars.setdefault("scapforge_memory_path", str(Path(runs_dir) / "memory"))
+    return subprocess.run(
+        ["ansible-playbook", "playbooks/remediate.yml", "-i", str(inventory), "-l", limit,
+         "-e", json.dumps(extra_vars), *flags],
+        cwd=REPO_ROOT, capture_output=True, text=True, timeout=1200,
+    )
+
+
+@pytest.fixture(scope="session")
+def remediate():
+    """The :func:`run_remediate` function, for tests that run the main job."""
+    return run_remediate
