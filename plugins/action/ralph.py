@@ -56,6 +56,8 @@ ARGUMENT_SPEC = {
     "allow_controller": {"type": "bool", "default": False},
     "health_commands": {"type": "list", "elements": "str", "default": []},
     "deadman_seconds": {"type": "int", "default": 600},
+    "checkpoint_provider": {"type": "str", "default": "files", "choices": ["files", "command", "lab"]},
+    "checkpoint_options": {"type": "dict", "default": {}},
 }
 
 
@@ -101,6 +103,8 @@ class ActionModule(ActionBase):
             allow_controller=args["allow_controller"],
             health_commands=args["health_commands"],
             deadman_seconds=args["deadman_seconds"],
+            checkpoint_provider=args["checkpoint_provider"],
+            checkpoint_options=args["checkpoint_options"],
         )
         loop = RemediationLoop(self, task_vars, opts, check_mode=bool(self._task.check_mode))
         try:

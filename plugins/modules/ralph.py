@@ -201,6 +201,24 @@ options:
         and cancels it. 0 turns the switch off.
     type: int
     default: 600
+  checkpoint_provider:
+    description:
+      - How an attempt is saved and undone. C(files) (default) saves on the host every file its tasks
+        can touch, with owner, mode, ACLs, extended attributes and SELinux context, and verifies the
+        restore byte for byte; its dead-man switch protects access-touching attempts. C(command) runs
+        your snapshot / restore / verify commands on the host (LVM, a cloud API); C(lab) resets a
+        lab host's overlay (undoing every earlier fix too).
+    type: str
+    choices: [files, command, lab]
+    default: files
+  checkpoint_options:
+    description:
+      - Options of the provider. C(files) - C(root) (default C(/var/lib/scapforge/checkpoints)),
+        C(max_file_bytes), C(max_total_bytes), C(max_entries). C(command) - C(snapshot), C(restore),
+        C(verify) (required; C({id}) and C({host}) are replaced), C(discard), C(timeout), C(become).
+        C(lab) - C(restore_command), C(snapshot_command), C(cwd), C(timeout).
+    type: dict
+    default: {}
   allow_controller:
     description:
       - Work on a host that is the controller itself (a C(local) connection, or the same machine id).
@@ -291,7 +309,8 @@ reason:
       C(untrusted_content), C(profile), C(rule), C(facts), C(unhealthy_before), C(scan_failed),
       C(scanner_crash), C(llm_remote) (an endpoint outside the network without O(llm_allow_remote)),
       C(prompts) (a prompt template missing or broken), C(memory) (an unknown memory mode),
-      C(controller) (the host is the controller itself) - with C(msg); the host's report then
+      C(controller) (the host is the controller itself), C(checkpoint) (an unknown checkpoint provider
+      or option) - with C(msg); the host's report then
       carries the same under C(error).
   returned: failure
   type: str

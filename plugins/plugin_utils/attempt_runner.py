@@ -29,6 +29,14 @@ RELOAD_SSHD = "systemctl reload ssh 2>/dev/null || systemctl reload sshd 2>/dev/
 DEADMAN_GRACE = 10.0
 
 
+def only_side_effects(status: health.HealthReport) -> bool:
+    """The host is healthy but for what the attempt changed beyond its rule: every check
+    passed except ``side_effects`` (the fresh login had to pass for those checks to run)."""
+    checks = status.checks or {}
+    return (not (checks.get("side_effects") or {}).get("ok", True)
+            and all(v.get("ok") for k, v in checks.items() if k != "side_effects"))
+
+
 class AttemptRunner:
     """Runs, judges and undoes attempts on one host.
 
@@ -220,7 +228,7 @@ class AttemptRunner:
                                  msg=str(exc)[:300])
             attempt.rolled_back = restored
         if restored and after.healthy:
-            attempt.reason = "unhealthy_rolled_back"
+            attempt.reason = "side_effect_rolled_back" if only_side_effects(status) else "unhealthy_rolled_back"
             attempt.add_note("rolled back by the %s, verified, healthy again" % by)
             self.close(item, attempt)
         else:
@@ -269,7 +277,8 @@ class AttemptRunner:
                                                             "; ".join(data.get("mismatches") or []))[:400])
         return verified
 
-    def evaluate(self, rule_id: str, evidence: bool = False, label: str = "verify") -> tuple[str, dict | None]:
+    def evaluate(self, rule_id: str, evidence: bool = False, label: str = "verify",
+                 attempt: int | None = None) -> tuple[str, dict | None]:
         """Evaluate one rule (with the rules it requires) now: (result, OVAL evidence or None).
         The result is oscap's, or ``missing``, ``scan_failed`` or ``scanner_crash``."""
         batch = self.catalog.expand_requires([rule_id])
@@ -277,16 +286,17 @@ class AttemptRunner:
         shorts = [safety.short_rule_id(r) for r in batch]
         if result.get("failed"):
             kind = result.get("error_kind", "oscap_error")
-            self.events.emit("verify", rule=safety.short_rule_id(rule_id), label=label, failed=True, error_kind=kind,
-                             msg=result.get("msg"), batch=shorts)
+            self.events.emit("verify", rule=safety.short_rule_id(rule_id), attempt=attempt, label=label, failed=True,
+                             error_kind=kind, msg=result.get("msg"), batch=shorts)
             return ("scanner_crash" if kind in CRASH_KINDS else "scan_failed"), None
         value = result.get("rules", {}).get(rule_id, "missing")
-        self.events.emit("verify", rule=safety.short_rule_id(rule_id), label=label, result=value, batch=shorts)
+        self.events.emit("verify", rule=safety.short_rule_id(rule_id), attempt=attempt, label=label, result=value,
+                         batch=shorts)
         return value, (result.get("evidence") or {}).get(rule_id)
 
     def verify_one(self, item: A.WorkItem, attempt: A.Attempt) -> None:
         """Verify a Worker attempt on its own and give it its verdict."""
-        value, evidence = self.evaluate(item.rule, evidence=self.want_evidence)
+        value, evidence = self.evaluate(item.rule, evidence=self.want_evidence, attempt=attempt.number)
         self.judge(item, attempt, value, evidence, reboot=False)
 
     def judge(self, item: A.WorkItem, attempt: A.Attempt, value: str, evidence: dict | None, reboot: bool) -> None:

@@ -27,6 +27,22 @@ users' logins read (/etc/profile.d, /etc/skel, /etc/bash_completion.d); a missin
 Reported only: a created file or directory elsewhere under /etc whose mode looks made by the
 umask (its siblings are readable, it is not); a sensitive file removed (a lock-out it causes
 shows in ``check_host``).
+
+sshd's Match blocks (case sshd-match-override, issue 7 item 4): the lines inside each Match
+block of /etc/ssh/sshd_config and /etc/ssh/sshd_config.d/*.conf, whitespace normalised, are
+compared with the run's baseline. A line the baseline had that is now removed or changed (a
+fix that deduplicates ``PermitRootLogin`` and deletes the ``Match User backup`` override with
+it) is unhealthy: the attempt is rolled back and the override named. A line or block added
+is only reported (a global directive appended after the last Match block lands inside it:
+case sshd-match-block). Why against the baseline and not the state before the attempt: the
+baseline is the configuration a human wrote before the run, and only that is protected. An
+earlier attempt that was kept cannot have removed or changed a baseline line (it would have
+been rolled back), so it can only have added lines; a later attempt that changes or removes a
+line an earlier kept attempt added is not held against it (nothing of the human's is lost),
+while one that touches a baseline line always goes to a human (``side_effect_rolled_back``),
+even when the rule asks for exactly that change. The price: an addition kept from an earlier
+attempt is reported again by every later check while it stays (its ``what`` says "since the
+run began"); it never changes a verdict.
 """
 
 from __future__ import annotations
@@ -265,6 +281,13 @@ CREATED_ROOTS = ("/etc/",)
 LOGIN_SHELLS = ("sh", "bash")
 #: At most this many created paths are examined per call (a reported finding counts the rest).
 MAX_CREATED = 200
+#: sshd's configuration files whose Match blocks are compared with the baseline: the main file
+#: and the directory its stock Include reads (Debian 12, RHEL 9).
+SSHD_CONFIG_FILES = ("/etc/ssh/sshd_config",)
+SSHD_CONFIG_DIRS = ("/etc/ssh/sshd_config.d",)
+#: At most this many lines of sshd configuration come back per call; more and the comparison
+#: counts as not made (an ``unverified`` finding), never as lines removed.
+MAX_SSHD_LINES = 4000
 #: Seconds each check may run on the target (``timeout``, where the target has it).
 CHECK_TIMEOUTS = {"sshd_t": 30, "visudo_c": 30, "pkgdb": 120, "units": 30, "user": 60, "login": 20}
 _SAFE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -401,6 +424,14 @@ else _sf_skip units_failed "no running systemd"; fi
     "files": r"""_o=$(for _f in %(sensitive)s; do case "$_f" in *'*') continue;; esac; _sf_stat F "$_f"; done)
 _sf_emit files 0 "$_o" 2000
 """,
+    # each file (F <path>), its lines that are not blank or comments (L <line>), then an end
+    # mark (E): without it the output was cut and nothing is compared (``sshd_match_blocks``)
+    "sshd_match": r"""_o=$(for _f in %(sshd_configs)s; do
+  case "$_f" in *'*'*) continue;; esac; [ -f "$_f" ] || continue
+  printf 'F %%s\n' "$_f"; grep -v -e '^[[:space:]]*#' -e '^[[:space:]]*$' -- "$_f" 2>/dev/null | sed 's/^/L /'
+done; echo E)
+_sf_emit sshd_match 0 "$_o" %(sshd_lines)s
+""",
 }
 
 _LOGIN_CHECK = r"""_sf_login login_%(shell)s_root root %(shell)s
@@ -432,7 +463,7 @@ def build_script(nonce: str, checks: t.Iterable[str], *, commands: t.Sequence[st
                  created: t.Sequence[str] = (), prepend: str = "") -> str:
     """The POSIX sh script for one round trip (pure; the target runs it with /bin/sh as root).
 
-    checks: names from ``sshd_t visudo_c pkgdb units_active units_failed files login created``
+    checks: names from ``sshd_t visudo_c pkgdb units_active units_failed files sshd_match login created``
     (``login`` adds ``login_<sh>_root`` / ``login_<sh>_user`` for sh and bash; ``created``
     stats ``created`` with its directory and siblings). ``commands``: the inventory's health
     commands, run with ``sh -c`` as ``user_1``... ``user``: the connecting user (else the
@@ -451,6 +482,9 @@ def build_script(nonce: str, checks: t.Iterable[str], *, commands: t.Sequence[st
         "units_s": CHECK_TIMEOUTS["units"], "user_s": CHECK_TIMEOUTS["user"],
         "sensitive": " ".join([shlex.quote(p) for p in SENSITIVE_FILES] +
                               ["%s/*" % shlex.quote(d) for d in SENSITIVE_DIRS]),
+        "sshd_configs": " ".join([shlex.quote(p) for p in SSHD_CONFIG_FILES] +
+                                 ["%s/*.conf" % shlex.quote(d) for d in SSHD_CONFIG_DIRS]),
+        "sshd_lines": MAX_SSHD_LINES,
     }
     parts = [_PRELUDE % values, prepend]
     for name in checks:
@@ -534,6 +568,9 @@ class HostBaseline:
     shells (login_<sh>_<root|user>, detail = its stderr). commands: the user health commands
     run then. files: {path: {kind, mode "0640", uid, gid, owner, group}} of SENSITIVE_FILES
     and SENSITIVE_DIRS' entries. taken_at: epoch seconds; seconds: wall time of the round trip.
+    sshd_match: the Match blocks of sshd's configuration files (``sshd_match_blocks``:
+    {path: [{"match": header, "lines": [line, ...]}]}), or None when they were not read (then
+    ``check_after`` does not compare them).
     """
 
     user: str
@@ -545,6 +582,7 @@ class HostBaseline:
     files: dict
     taken_at: float
     seconds: float
+    sshd_match: dict | None = None
 
     @property
     def failing(self) -> dict:
@@ -559,9 +597,11 @@ class HostBaseline:
 
     @classmethod
     def from_dict(cls, data: dict) -> "HostBaseline":
-        """The inverse of ``to_dict``. Raises TypeError/KeyError on a dict of another shape."""
-        fields = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: data[k] for k in fields})
+        """The inverse of ``to_dict``. Raises TypeError/KeyError on a dict of another shape
+        (a field with a default, such as ``sshd_match``, may be missing)."""
+        fields = dataclasses.fields(cls)
+        required = {f.name for f in fields if f.default is dataclasses.MISSING}
+        return cls(**{f.name: data[f.name] for f in fields if f.name in required or f.name in data})
 
 
 def _detail(raw: RawCheck | None, limit: int = 400) -> str:
@@ -601,12 +641,14 @@ def baseline_from_output(text: str, nonce: str, commands: t.Sequence[str], secon
         if parsed and parsed[0] == "F":
             files[parsed[1]["path"]] = {k: v for k, v in parsed[1].items() if k != "path"}
     pkg = raw.get("pkgdb")
+    match = raw.get("sshd_match")
     return HostBaseline(
         user=user, facts=facts,
         active_units=sorted(set(_unit_names(raw["units_active"].data))) if "units_active" in raw else [],
         pkgdb={"rc": pkg.rc if pkg else None, "output": "\n".join(pkg.data) if pkg else ""},
         results=results, commands=[str(c) for c in commands], files=files,
-        taken_at=time.time() if taken_at is None else taken_at, seconds=round(seconds, 3))
+        taken_at=time.time() if taken_at is None else taken_at, seconds=round(seconds, 3),
+        sshd_match=sshd_match_blocks(match.data) if match is not None and match.reported else None)
 
 
 def _remote_user(action) -> str | None:
@@ -623,13 +665,13 @@ def take_baseline(action, commands: t.Sequence[str] = (), user: str | None = Non
     become): the facts, ``sshd -t``, ``visudo -c``, the package database, the active systemd
     units, the user health ``commands`` (``scapforge_health_commands``), the login shells (sh
     and bash, as root and as ``user``: default the connection's remote user, else the
-    target's ``$SUDO_USER``) and owner/mode of the sensitive files.
+    target's ``$SUDO_USER``), owner/mode of the sensitive files and sshd's Match blocks.
 
     Raises HealthError when the script did not run to its end (no connection, become refused).
     """
     started = time.monotonic()
     nonce = new_nonce()
-    script = build_script(nonce, ["sshd_t", "visudo_c", "pkgdb", "units_active", "files", "login"],
+    script = build_script(nonce, ["sshd_t", "visudo_c", "pkgdb", "units_active", "files", "sshd_match", "login"],
                           commands=commands, user=user or _remote_user(action))
     stdout, stderr, rc, error = _run_script(action, script)
     try:
@@ -809,6 +851,136 @@ def _created_findings(raw: RawCheck | None, created: t.Sequence[str], modes_aske
     return findings
 
 
+# ---------------------------------------------------------------------- sshd Match blocks
+
+_SSHD_LINE_RE = re.compile(r"^([^\s=]+)(?:\s*=\s*|\s+|$)(.*)$")
+
+
+def sshd_line(text: str) -> str | None:
+    """One sshd_config line with its whitespace normalised ("Keyword arg arg"), or None for a
+    blank line or a comment. sshd_config(5): keywords are case-insensitive and separated from
+    their arguments by whitespace or an optional ``=``; ``#`` at the start makes a comment."""
+    text = (text or "").strip()
+    if not text or text.startswith("#"):
+        return None
+    found = _SSHD_LINE_RE.match(text)
+    if not found:
+        return " ".join(text.split())
+    keyword, rest = found.groups()
+    return " ".join([keyword] + rest.split())
+
+
+def sshd_line_key(line: str) -> str:
+    """What two lines are compared by: the keyword in lower case, the arguments as written."""
+    keyword, _sep, rest = line.partition(" ")
+    return ("%s %s" % (keyword.lower(), rest)).strip()
+
+
+def match_blocks(lines: t.Iterable[str]) -> list[dict]:
+    """The Match blocks of one sshd configuration file (pure): [{"match": "Match User backup",
+    "lines": ["PermitRootLogin yes", ...]}] in file order, lines whitespace-normalised by
+    ``sshd_line``. A block runs from its Match line to the next Match line or the end of the
+    file (sshd_config(5)); lines before the first Match line are global and not returned."""
+    blocks: list[dict] = []
+    for text in lines:
+        line = sshd_line(text)
+        if line is None:
+            continue
+        if sshd_line_key(line).split(" ", 1)[0] == "match":
+            blocks.append({"match": line, "lines": []})
+        elif blocks:
+            blocks[-1]["lines"].append(line)
+    return blocks
+
+
+def sshd_match_blocks(data: t.Sequence[str]) -> dict | None:
+    """The ``sshd_match`` check's output lines -> {path: match_blocks(its lines)} (pure), or
+    None when the output was cut (no end mark ``E``) or is malformed. Files without a Match
+    block map to []."""
+    files: dict[str, list[str]] = {}
+    current = None
+    ended = False
+    for row in data:
+        if ended:
+            return None  # nothing may follow the end mark
+        if row == "E":
+            ended = True
+        elif row.startswith("F /"):
+            current = row[2:]
+            files.setdefault(current, [])
+        elif row.startswith("L ") and current is not None:
+            files[current].append(row[2:])
+        else:
+            return None
+    if not ended:
+        return None
+    return {path: match_blocks(lines) for path, lines in files.items()}
+
+
+def _block_keys(blocks: dict) -> dict[tuple[str, str, int], list[str]]:
+    """{(path, match key, n-th block with that header in the file): lines}."""
+    keyed: dict[tuple[str, str, int], list[str]] = {}
+    for path, entries in blocks.items():
+        seen: dict[str, int] = {}
+        for block in entries:
+            key = sshd_line_key(block["match"])
+            seen[key] = seen.get(key, 0) + 1
+            keyed[(path, key, seen[key])] = [block["match"]] + list(block["lines"])
+    return keyed
+
+
+def match_findings(before: dict, after: dict) -> list[dict]:
+    """Compare the Match blocks of the baseline (``before``) and now (``after``), both as
+    ``sshd_match_blocks`` gives them (pure). Findings of kind ``sshd_match`` (path = the file):
+    a block the baseline had that is gone, a line of it removed, or a line of it changed (a
+    removed line and an added one with the same keyword): unhealthy; a line added to a block,
+    or a block added: reported. Case sshd-match-override."""
+    old, new = _block_keys(before), _block_keys(after)
+    findings = []
+    for key, lines in old.items():
+        path, header = key[0], lines[0]
+        if key not in new:
+            findings.append(_finding("sshd_match", "the block '%s' was removed, with: %s" % (
+                header, "; ".join(lines[1:]) or "(no lines)"), "\n".join(lines), "absent", True, path=path))
+            continue
+        now = list(new[key][1:])
+        removed = []
+        for line in lines[1:]:
+            match = next((i for i, other in enumerate(now) if sshd_line_key(other) == sshd_line_key(line)), None)
+            if match is None:
+                removed.append(line)
+            else:
+                now.pop(match)
+        for line in removed:
+            keyword = sshd_line_key(line).split(" ", 1)[0]
+            same = next((i for i, other in enumerate(now) if sshd_line_key(other).split(" ", 1)[0] == keyword), None)
+            if same is None:
+                findings.append(_finding("sshd_match", "removed from the block '%s': %s" % (header, line),
+                                         line, "absent", True, path=path))
+            else:
+                changed = now.pop(same)
+                findings.append(_finding("sshd_match", "changed in the block '%s': %s -> %s" % (header, line, changed),
+                                         line, changed, True, path=path))
+        for line in now:
+            findings.append(_finding("sshd_match", "added to the block '%s' since the run began: %s" % (header, line),
+                                     "absent", line, False, path=path))
+    for key, lines in new.items():
+        if key not in old:
+            findings.append(_finding("sshd_match", "the block '%s' was added since the run began, with: %s" % (
+                lines[0], "; ".join(lines[1:]) or "(no lines)"), "absent", "\n".join(lines), False, path=key[0]))
+    return findings
+
+
+def _sshd_match_findings(raw: RawCheck | None, before: dict) -> list[dict]:
+    if raw is None or not raw.reported:
+        return [_finding("unverified", "no result line for sshd's Match blocks", "", _detail(raw), True)]
+    after = sshd_match_blocks(raw.data)
+    if after is None:
+        return [_finding("unverified", "sshd's configuration came back cut or malformed (more than %d lines?)"
+                         % MAX_SSHD_LINES, "", _detail(raw, 200), True)]
+    return match_findings(before, after)
+
+
 def judge_after(raw: dict[str, RawCheck], ended: bool, baseline: HostBaseline, commands: t.Sequence[str],
                 created: t.Sequence[str] = (), modes_asked: t.Collection[str] = (),
                 side_effects: bool = True) -> tuple[dict, list]:
@@ -858,10 +1030,15 @@ def side_effect_findings(raw: dict[str, RawCheck], baseline: HostBaseline, creat
       reported (a lock-out it causes shows in ``check_host``).
     - ``created_mode`` (case sudo-umask-then-new-files): see ``_created_findings``; unhealthy
       under /etc/profile.d, /etc/skel, /etc/bash_completion.d, reported elsewhere.
+    - ``sshd_match`` (case sshd-match-override): a line inside a Match block of sshd's
+      configuration that the baseline had is removed or changed (or its whole block is gone):
+      unhealthy; a line or block added since the baseline: reported (``match_findings``).
     - ``unverified``: a result line is missing; unhealthy (a missing result counts as failed).
     """
     findings = _login_findings(raw, baseline)
     findings += _file_findings(raw.get("files"), baseline)
+    if baseline.sshd_match is not None:
+        findings += _sshd_match_findings(raw.get("sshd_match"), baseline.sshd_match)
     wanted = [p for p in created if p.startswith(CREATED_ROOTS)]
     findings += _created_findings(raw.get("created"), wanted[:MAX_CREATED], set(modes_asked))
     if len(wanted) > MAX_CREATED:
@@ -889,7 +1066,8 @@ def check_after(action, baseline: HostBaseline, commands: t.Sequence[str] = (), 
     nonce = new_nonce()
     names = ["sshd_t", "visudo_c", "pkgdb", "units_failed"]
     if side_effects:
-        names += ["files", "login"] + (["created"] if created else [])
+        names += ["files", "login"] + (["sshd_match"] if baseline.sshd_match is not None else []) + \
+            (["created"] if created else [])
     wanted = [p for p in created if isinstance(p, str) and p.startswith(CREATED_ROOTS)]
     try:
         script = build_script(nonce, names, commands=commands, user=baseline.user or "root", created=wanted)

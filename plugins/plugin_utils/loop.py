@@ -36,7 +36,7 @@ from ansible_collections.scapforge.remediation.plugins.plugin_utils import healt
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.agent_loop import WorkerPhase
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.attempt_runner import AttemptRunner
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.catalog import CatalogError
-from ansible_collections.scapforge.remediation.plugins.plugin_utils.checkpoint import CheckpointError, FilesProvider
+from ansible_collections.scapforge.remediation.plugins.plugin_utils.checkpoint import CheckpointError, make_provider
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.events import EventLog
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.executor import TaskListExecutor
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.progress import Progress
@@ -95,6 +95,8 @@ class LoopOptions:
     allow_controller: bool = False
     health_commands: list[str] = dataclasses.field(default_factory=list)
     deadman_seconds: int = 600
+    checkpoint_provider: str = "files"
+    checkpoint_options: dict = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass
@@ -216,8 +218,14 @@ class RemediationLoop:
             tailoring_xml = xml_bytes.decode("utf-8")
         self.scan_rules = scope
         self.scanner = Scanner(self.action, self.task_vars, self.opts.datastream, profile_id, tailoring_xml)
-        checkpoints = FilesProvider(self.action, self.task_vars,
-                                    root="%s/%s" % (CHECKPOINT_ROOT, self.opts.run_id or "adhoc"))
+        options = dict(self.opts.checkpoint_options)
+        if self.opts.checkpoint_provider == "files":
+            options.setdefault("root", CHECKPOINT_ROOT)
+            options["root"] = "%s/%s" % (options["root"].rstrip("/"), self.opts.run_id or "adhoc")
+        try:
+            checkpoints = make_provider(self.opts.checkpoint_provider, self.action, self.task_vars, options)
+        except CheckpointError as exc:
+            raise LoopError("checkpoint", str(exc)) from None
         self.runner = AttemptRunner(self.action, self.task_vars, self.catalog, self.scanner, checkpoints, self.events,
                                     self.gate_policy, self.opts.health_check, self._stop,
                                     want_evidence=self.worker.agents is not None, progress=self.progress,
@@ -277,8 +285,11 @@ class RemediationLoop:
         if result.get("failed"):
             kind = result.get("error_kind", "oscap_error")
             self.events.emit("scan_failed", label=label, error_kind=kind, msg=result.get("msg"))
-            code = "scanner_crash" if kind in CRASH_KINDS else "scan_failed"
-            raise LoopError(code, "%s scan failed (%s): %s" % (label, kind, result.get("msg")))
+            said = " | ".join((result.get("stderr_tail") or "").splitlines())[-600:]
+            env = safety.environment_kind("%s\n%s" % (result.get("msg"), said))  # a full /tmp: environment:disk_full
+            code = "scanner_crash" if kind in CRASH_KINDS else outcomes.environment_reason(env) if env else "scan_failed"
+            raise LoopError(code, "%s scan failed (%s): %s%s" % (label, kind, result.get("msg"),
+                                                               " oscap said: %s" % said if env else ""))
         results = result.get("rules", {})
         result["label"] = label
         self.events.emit(
@@ -616,21 +627,17 @@ class RemediationLoop:
     def _settle(self, entry: dict) -> dict:
         """Roll back one attempt a crash left open; returns what was found and done."""
         found = dict(rule=safety.short_rule_id(entry["rule"]), attempt=entry["attempt"], checkpoint=entry["checkpoint"])
-        provider = self.runner.checkpoints
         try:
-            status, _seconds = provider.run_module({"state": "status", "id": entry["checkpoint"]})
-            if status.get("fired"):  # the dead-man switch restored it while the controller was away
-                result = status.get("fired_result") or {}
-                found.update(rolled_back=bool(result.get("verified")), by="dead-man switch", detail=str(result)[:300])
-            elif not status.get("exists"):
-                found.update(rolled_back=None, by=None, detail="no checkpoint left: nothing to restore")
+            checkpoint = self.runner.checkpoints.attach(entry["checkpoint"])
+            state = checkpoint.deadman_status() if getattr(checkpoint, "supports_deadman", False) else None
+            if state is not None and state.fired:  # the switch restored it while the controller was away
+                verified = bool(state.result and state.result.verified)
+                found.update(rolled_back=verified, by="dead-man switch", detail=state.detail)
             else:
-                result, _seconds = provider.run_module({"state": "restore", "id": entry["checkpoint"],
-                                                        "discard_after": True})
-                verified = bool(result.get("verified")) and not result.get("mismatches")
-                found.update(rolled_back=verified, by="resume", detail="restored %s; %s" % (
-                    ", ".join(result.get("restored") or []) or "nothing", "verified" if verified else
-                    "NOT verified: %s" % "; ".join(result.get("mismatches") or [])[:300]))
+                result = checkpoint.restore()
+                nothing = "does not exist" in (result.detail or "")
+                found.update(rolled_back=None if nothing else bool(result.verified), by=None if nothing else "resume",
+                             detail=result.detail)
         except (CheckpointError, AnsibleError) as exc:
             found.update(rolled_back=False, by=None, detail="could not restore: %s" % str(exc)[:300])
         if found["rolled_back"] is not False:
@@ -640,10 +647,10 @@ class RemediationLoop:
     def _close_checkpoints(self) -> None:
         """Remove this run's checkpoints from the host: every attempt is judged by now and
         every one due was restored (a failure here is logged, never fatal)."""
-        if self.check_mode or self.stopped:
+        root = getattr(self.runner.checkpoints, "root", None)
+        if self.check_mode or self.stopped or root is None:
             return  # a stopped host keeps its checkpoints for a human (or a resumed run)
         try:
-            root = self.runner.checkpoints.root
             result = self.action._execute_module(
                 module_name="ansible.builtin.file", module_args={"path": root, "state": "absent"},
                 task_vars=self.task_vars)

@@ -38,6 +38,9 @@ REASONS: dict[str, tuple[str, str]] = {
                              "was lost during it) and the fix could not be rolled back; the host was stopped"),
     "unhealthy_rolled_back": (ESCALATED, "after the fix a fresh login with privilege escalation failed; the fix was "
                                          "rolled back, the restore verified and the host is healthy again"),
+    "side_effect_rolled_back": (ESCALATED, "the fix changed something beyond its rule (a login shell that now "
+                                           "errs, a sensitive file's owner or mode, a file the umask made "
+                                           "unreadable, an sshd Match block) and was rolled back"),
     "regressed": (ESCALATED, "the rule passed after its fix but fails in the final scan (another fix undid it)"),
     "architect_escalate": (ESCALATED, "the Architect reviewed the failed attempts and escalated the rule to a human"),
     "meta_plateau": (ESCALATED, "a second Architect review repeated a plan already tried (seed 001)"),

@@ -63,7 +63,18 @@ ENVIRONMENT_SIGNATURES = (
     ("permission denied on key", "read_only_proc_sys"),  # sysctl -p in a container
     ("Read-only file system", "read_only_filesystem"),
     ("System has not been booted with systemd", "no_systemd"),
+    # another process holds the package manager's lock (issue 7 item 7; seen on the lab: the
+    # apt module's apt-get waits DPkg::Lock::Timeout=60 s, then says only the second line)
     ("Could not get lock /var/lib/dpkg", "package_manager_locked"),
+    ("Unable to acquire the dpkg frontend lock", "package_manager_locked"),
+    ("Unable to lock the administration directory (/var/lib/dpkg", "package_manager_locked"),
+    ("dpkg frontend lock was locked by another process", "package_manager_locked"),
+    ("Could not get lock /var/lib/apt/lists/lock", "package_manager_locked"),
+    ("Failed to lock apt for exclusive operation", "package_manager_locked"),
+    ("can't create transaction lock on /var/lib/rpm", "package_manager_locked"),
+    # ENOSPC: a full filesystem on the target (its /tmp, /var), whatever wrote (oscap's
+    # "I/O error : No space left on device", dpkg, a module's write)
+    ("No space left on device", "disk_full"),
     ("Temporary failure resolving", "no_package_network"),
     ("Failed to fetch", "no_package_network"),
     ("Unable to connect to", "no_package_network"),

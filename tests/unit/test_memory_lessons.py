@@ -365,3 +365,15 @@ def test_known_task_shape_causes(message, slug, cue):
 def test_unrecognised_messages_match_no_pattern():
     assert L.match_pattern("Failed to mask unit: Unit file telnet.service does not exist") is None
     assert L.match_pattern("") is None
+
+
+def test_every_pattern_text_formats_over_its_groups():
+    # the cue and action are str.format templates over the regex's groups: a literal brace
+    # in them (Jinja's {{ }} or {% %}) must be doubled, or a real run dies with a KeyError
+    for pattern in L.PATTERNS:
+        groups = ["g%d" % i for i in range(pattern.regex.groups)]
+        cue, action = pattern.cue.format(*groups), pattern.action.format(*groups)
+        assert cue and action, pattern.slug
+    jinja = L.PATTERNS_BY_SLUG["jinja_untrusted"]
+    match = jinja.regex.search("task 1: Jinja templating is not allowed in untrusted tasks: '{{ x }}'")
+    assert jinja.texts(match)[0] == "a model-written task contains Jinja ({{ }} or {% %})"

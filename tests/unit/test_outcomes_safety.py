@@ -67,3 +67,36 @@ def test_readme_table_lists_exactly_the_reason_codes():
     table = {reason: outcome for outcome, reason in rows if not reason.startswith("environment:")}
     assert table == {reason: outcome for reason, (outcome, _meaning) in outcomes.REASONS.items()}
     assert any(reason.startswith("environment:") for _outcome, reason in rows)
+
+
+@pytest.mark.parametrize("message, kind", [
+    # apt-get under the apt module (DPkg::Lock::Timeout=60) while another process held the lock (lab, 2026-11-30)
+    ("'/usr/bin/apt-get -y -o \"Dpkg::Options::=--force-confdef\" -o DPkg::Lock::Timeout=60 install "
+     "'auditd=1:3.0.9-1'' failed: E: Unable to acquire the dpkg frontend lock (/var/lib/dpkg/lock-frontend), "
+     "is another process using it?", "package_manager_locked"),
+    ("E: Could not get lock /var/lib/dpkg/lock-frontend. It is held by process 59 (python3)", "package_manager_locked"),
+    ("E: Unable to lock the administration directory (/var/lib/dpkg/), is another process using it?",
+     "package_manager_locked"),
+    ("dpkg: error: dpkg frontend lock was locked by another process with pid 4242", "package_manager_locked"),
+    ("E: Could not get lock /var/lib/apt/lists/lock. It is held by process 77 (apt-get)", "package_manager_locked"),
+    ("Failed to lock apt for exclusive operation: Failed to lock directory /var/lib/apt/lists/",
+     "package_manager_locked"),
+    ("error: can't create transaction lock on /var/lib/rpm/.rpm.lock (Resource temporarily unavailable)",
+     "package_manager_locked"),
+    # oscap 1.3.7 with a full /tmp (lab: a 1 MiB tmpfs over /tmp, filled)
+    ("I/O error : No space left on device\nI/O error : write error\nCould not save file: "
+     "/tmp/oscap.rukbSi/ssg-debian12-cpe-oval.xml.result.xml", "disk_full"),
+    ("[Errno 28] No space left on device: '/etc/.ansible_tmp1234login.defs'", "disk_full"),
+])
+def test_environment_kinds_of_issue_7_item_7(message, kind):
+    assert safety.environment_kind(message) == kind
+    assert outcomes.outcome_for(outcomes.environment_reason(kind)) == "escalated"
+
+
+@pytest.mark.parametrize("message", [
+    "E: Package 'auditd' has no installation candidate",          # the rule's package, not the host
+    "Unable to lock the file /etc/passwd",                         # not a package manager lock
+    "write error: Broken pipe",
+])
+def test_rule_made_failures_are_not_environment(message):
+    assert safety.environment_kind(message) is None

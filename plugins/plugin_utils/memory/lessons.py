@@ -315,7 +315,7 @@ PATTERNS: tuple[Pattern, ...] = (
             "a model-written task uses module {0}",
             "the gate refuses {0} in model-written tasks: reach the same state with an allowed module"),
     Pattern("jinja_untrusted", re.compile(r"Jinja templating is not allowed in untrusted tasks"),
-            "a model-written task contains Jinja ({{ }} or {% %})",
+            "a model-written task contains Jinja ({{{{ }}}} or {{% %}})",
             "the gate refuses templating in model-written tasks: write literal values"),
     Pattern("command_not_found", re.compile(r"(?:^|[\s:])([\w.+-]+): (?:command )?not found"),
             "a shell or command task calls {0}, which is not installed on this host",

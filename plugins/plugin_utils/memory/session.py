@@ -14,7 +14,8 @@ log what would have been shown or decided; the prompts and the run do not change
 ``inject`` (the block goes into the Architect's and the Worker's prompts and decisions act).
 
 Memory must never cost a run: every store error (a corrupt table moved aside, a lock
-timeout) is an event and turns the session off for the rest of the run.
+timeout), and any other exception of the memory code, is a ``memory_error`` event and turns
+the session off for the rest of the run.
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ import typing as t
 
 from ansible_collections.scapforge.remediation.plugins.plugin_utils import safety
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.memory import learning, lessons, selection
-from ansible_collections.scapforge.remediation.plugins.plugin_utils.memory.errors import MemoryStoreError
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.memory.store import MemoryStore
 
 MODES = ("off", "shadow", "inject")
@@ -84,7 +84,7 @@ class MemorySession:
             with self.store.snapshot() as tx:
                 decision = selection.decide(tx.lessons, rule_id, self.fingerprint, retry=self.retry, llm=llm,
                                             tasks_sha=tasks_sha)
-        except MemoryStoreError as exc:
+        except Exception as exc:  # memory must never cost a run: a bug here turns it off
             self._fail("decide", exc)
             return None
         if decision is None:
@@ -105,7 +105,7 @@ class MemorySession:
         try:
             with self.store.snapshot() as tx:
                 chosen = selection.select(tx.lessons, rule_id, category, self.skill, self.fingerprint)
-        except MemoryStoreError as exc:
+        except Exception as exc:  # memory must never cost a run: a bug here turns it off
             self._fail("select", exc)
             return None, []
         ids = [doc["id"] for doc in chosen]
@@ -123,7 +123,7 @@ class MemorySession:
         try:
             with self.store.snapshot() as tx:
                 docs = [doc for doc in tx.lessons.all() if doc.get("id") in set(lesson_ids)]
-        except MemoryStoreError as exc:
+        except Exception as exc:  # memory must never cost a run: a bug here turns it off
             self._fail("usage", exc)
             return
         self._log(docs, safety.short_rule_id(rule_id), category, attempt,
@@ -136,7 +136,7 @@ class MemorySession:
         try:
             with self.store.transaction() as tx:
                 learning.log_usage(tx.usage, rows)
-        except MemoryStoreError as exc:
+        except Exception as exc:  # memory must never cost a run: a bug here turns it off
             self._fail("usage", exc)
             return
         if mode in ("inject", "act"):
@@ -155,14 +155,14 @@ class MemorySession:
             return {}
         short = rule_entry["rule"]
         report = {"host": self.host, "run_id": self.run_id, "rules": {short: rule_entry}}
-        candidates = lessons.extract(report, {short: attempt_records}, self.fingerprint, self.skill,
-                                     run_id=self.run_id, host=self.host)
         try:
+            candidates = lessons.extract(report, {short: attempt_records}, self.fingerprint, self.skill,
+                                         run_id=self.run_id, host=self.host)
             with self.store.transaction() as tx:
                 made = lessons.record(tx.lessons, tx.evidence, candidates)
                 done = learning.reinforce(tx.lessons, tx.usage, tx.evidence, self.run_id, self.host, short,
                                           rule_entry["outcome"], rule_entry["reason"], from_memory=from_memory)
-        except MemoryStoreError as exc:
+        except Exception as exc:  # memory must never cost a run: a bug here turns it off
             self._fail("learn", exc)
             return {}
         self.counts["created"] += len(made.get("created") or [])
@@ -179,7 +179,7 @@ class MemorySession:
         try:
             with self.store.transaction() as tx:
                 dreamt = learning.dream(tx.lessons, tx.usage)
-        except MemoryStoreError as exc:
+        except Exception as exc:  # memory must never cost a run: a bug here turns it off
             self._fail("dream", exc)
             return dict(self.counts, error=self.broken)
         self.counts["retired"] = len(dreamt.get("retired") or [])
