@@ -27,6 +27,9 @@ sys.path.insert(0, str(REPO_ROOT / "lab"))
 from scapforge_lab import Lab  # noqa: E402
 
 LAB_INVENTORY = REPO_ROOT / "inventory" / "lab.yml"
+#: the lab's controller copy of the Debian 12 datastream (lab/lab.py build writes it).
+DATASTREAM = Path(os.environ.get("SCAPFORGE_LAB_HOME", "/var/lib/scapforge-lab"), "content", "ssg-debian12-ds.xml")
+XCCDF = "http://checklists.nist.gov/xccdf/1.2"
 
 
 @pytest.fixture(scope="session")
@@ -90,3 +93,19 @@ def run_remediate(inventory, limit, runs_dir, extra=None, *flags):
 def remediate():
     """The :func:`run_remediate` function, for tests that run the main job."""
     return run_remediate
+
+
+def render_fix(rule, values):
+    """The rule's Ansible fix text from the lab's datastream, each ``<xccdf:sub>`` replaced by
+    ``values[<Value id without its prefix>]``, quoted (tests that run a fix with chosen values)."""
+    from lxml import etree
+    assert DATASTREAM.is_file(), "%s not found: run `make lab-build`" % DATASTREAM
+    tree = etree.parse(str(DATASTREAM))
+    fix = tree.find(f".//{{{XCCDF}}}Rule[@id='xccdf_org.ssgproject.content_rule_{rule}']"
+                    f"/{{{XCCDF}}}fix[@system='urn:xccdf:fix:script:ansible']")
+    assert fix is not None, rule
+    parts = [fix.text or ""]
+    for sub in fix:
+        parts.append(json.dumps(str(values[sub.get("idref").split("content_value_", 1)[1]])))
+        parts.append(sub.tail or "")
+    return "".join(parts)

@@ -17,27 +17,12 @@ from pathlib import Path
 
 import pytest
 import yaml
+from lab_fixtures import render_fix
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 ACTION_PLUGINS = REPO_ROOT / "tests" / "integration" / "fixtures" / "action_plugins"
-DATASTREAM = Path(os.environ.get("SCAPFORGE_LAB_HOME", "/var/lib/scapforge-lab"), "content", "ssg-debian12-ds.xml")
-XCCDF = "http://checklists.nist.gov/xccdf/1.2"
 
-
-def render_fix(rule, values):
-    """The rule's Ansible fix text with each <xccdf:sub> replaced by values[<Value id>], quoted."""
-    from lxml import etree
-    assert DATASTREAM.is_file(), "%s not found: run `make lab-build`" % DATASTREAM
-    tree = etree.parse(str(DATASTREAM))
-    fix = tree.find(f".//{{{XCCDF}}}Rule[@id='xccdf_org.ssgproject.content_rule_{rule}']"
-                    f"/{{{XCCDF}}}fix[@system='urn:xccdf:fix:script:ansible']")
-    assert fix is not None, rule
-    parts = [fix.text or ""]
-    for sub in fix:
-        parts.append(json.dumps(str(values[sub.get("idref").split("content_value_", 1)[1]])))
-        parts.append(sub.tail or "")
-    return "".join(parts)
 
 
 def run_tasks(tmp_path, tasks, trusted, *, host=None, inventory=None, variables=None, name="run", play_extra=None):

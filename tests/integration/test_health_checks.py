@@ -28,12 +28,11 @@ from pathlib import Path
 
 import pytest
 import yaml
+from lab_fixtures import render_fix
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 ACTION_PLUGINS = REPO_ROOT / "tests" / "integration" / "fixtures" / "action_plugins"
-DATASTREAM = Path(os.environ.get("SCAPFORGE_LAB_HOME", "/var/lib/scapforge-lab"), "content", "ssg-debian12-ds.xml")
-XCCDF = "http://checklists.nist.gov/xccdf/1.2"
 
 SUDOERS_BAD = "/etc/sudoers.d/zz-scapforge-health"
 SUDOERS_UMASK = "/etc/sudoers.d/zz-scapforge-umask"
@@ -48,20 +47,6 @@ def sh(host, command, check=True):
     """A root shell command on the host through a separate SSH session; returns stdout."""
     return host.ssh("sudo sh -c %s" % shlex.quote(command), check=check).stdout
 
-
-def render_fix(rule, values):
-    """The rule's Ansible fix from the lab's datastream, each <xccdf:sub> replaced by values[<Value>]."""
-    from lxml import etree
-    assert DATASTREAM.is_file(), "%s not found: run `make lab-build`" % DATASTREAM
-    tree = etree.parse(str(DATASTREAM))
-    fix = tree.find(f".//{{{XCCDF}}}Rule[@id='xccdf_org.ssgproject.content_rule_{rule}']"
-                    f"/{{{XCCDF}}}fix[@system='urn:xccdf:fix:script:ansible']")
-    assert fix is not None, rule
-    parts = [fix.text or ""]
-    for sub in fix:
-        parts.append(json.dumps(str(values[sub.get("idref").split("content_value_", 1)[1]])))
-        parts.append(sub.tail or "")
-    return "".join(parts)
 
 
 def run_health(tmp_path, host, inventory, label, **args):

@@ -1,7 +1,7 @@
 """The task gate (plugins/plugin_utils/task_gate.py): pure checks, nothing runs on any host.
 
-Covers the llm-output cases of /work/shared/cases/cases.yml (copied here so the unit tests
-do not depend on that file), keyword/module/argument refusals, the untrusted-input rules,
+Covers the llm-output cases of ../shared/cases/cases.yml (tests/llm_cases.py, so the unit
+tests do not depend on that file), keyword/module/argument refusals, the untrusted-input rules,
 and every Ansible fix of the SSG Debian 12 datastream passing the trusted gate.
 """
 import os
@@ -10,6 +10,12 @@ from types import SimpleNamespace
 
 import pytest
 import yaml
+from llm_cases import (
+    LLM_COMMAND_WARN_ARG,
+    LLM_INVENTED_MODULE,
+    LLM_PIPEFAIL_UNDER_DASH,
+    LLM_YAML_UNQUOTED_COLON,
+)
 
 from ansible_collections.scapforge.remediation.plugins.plugin_utils import task_gate
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.executor import (
@@ -17,26 +23,6 @@ from ansible_collections.scapforge.remediation.plugins.plugin_utils.executor imp
 
 DATASTREAM = Path(os.environ.get("SCAPFORGE_LAB_HOME", "/var/lib/scapforge-lab"), "content", "ssg-debian12-ds.xml")
 
-# cases.yml, kind llm-output (inputs verbatim)
-LLM_YAML_UNQUOTED_COLON = """\
-- name: Set banner
-  ansible.builtin.copy:
-    dest: /etc/issue.net
-    content: Authorized uses only: all activity logged
-"""
-LLM_COMMAND_WARN_ARG = """\
-- ansible.builtin.command: update-grub
-  args:
-    warn: false
-"""
-LLM_INVENTED_MODULE = """\
-- ansible.builtin.sysctl_setting:
-    name: kernel.dmesg_restrict
-    value: "1"
-"""
-LLM_PIPEFAIL_UNDER_DASH = """\
-- ansible.builtin.shell: set -o pipefail && grep -c x /etc/passwd | head -1
-"""
 
 
 def _untrusted_executor():

@@ -3,49 +3,27 @@ arguments, banned patterns, and the llm-output cases of ../shared/cases/cases.ym
 
 Pure checks: nothing runs on any host.  Each banned pattern is refused with a reason that says
 what the task would do, and a close but harmless variant is accepted, so that nobody later
-refuses valid remediation by accident.  The case inputs are copied verbatim (ids kept) so the
-unit tests do not depend on the shared file.
+refuses valid remediation by accident.  The case inputs (tests/llm_cases.py) are copied
+verbatim so the unit tests do not depend on the shared file.
 """
 import string
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from llm_cases import (
+    LLM_BACKREFS_NOOP,
+    LLM_COMMAND_WARN_ARG,
+    LLM_INVENTED_MODULE,
+    LLM_PIPEFAIL_UNDER_DASH,
+    LLM_YAML_UNQUOTED_COLON,
+)
 
 from ansible_collections.scapforge.remediation.plugins.plugin_utils import task_gate
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.task_gate import GatePolicy
 
 POLICY = GatePolicy(remote_user="scapforge")
 
-# ------------------------------------------------------------------ cases.yml, kind llm-output (verbatim)
-
-LLM_YAML_UNQUOTED_COLON = """\
-- name: Set banner
-  ansible.builtin.copy:
-    dest: /etc/issue.net
-    content: Authorized uses only: all activity logged
-"""
-LLM_COMMAND_WARN_ARG = """\
-- ansible.builtin.command: update-grub
-  args:
-    warn: false
-"""
-LLM_INVENTED_MODULE = """\
-- ansible.builtin.sysctl_setting:
-    name: kernel.dmesg_restrict
-    value: "1"
-"""
-LLM_PIPEFAIL_UNDER_DASH = """\
-- ansible.builtin.shell: set -o pipefail && grep -c x /etc/passwd | head -1
-"""
-LLM_BACKREFS_NOOP = """\
-- name: Watch /etc/passwd
-  ansible.builtin.lineinfile:
-    path: /etc/audit/rules.d/audit.rules
-    regexp: '^-w /etc/passwd.*$'
-    line: '-w /etc/passwd -p wa -k audit_rules_usergroup_modification'
-    backrefs: true
-"""
 
 
 def gate(tasks, policy=POLICY):
