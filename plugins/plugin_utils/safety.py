@@ -81,6 +81,12 @@ ENVIRONMENT_SIGNATURES = (
 )
 
 
+#: environment kinds that describe the moment, not the host: another package manager holding
+#: its lock, a full file system, a repository outage. They end the rule for this run only;
+#: memory never learns them (a lesson would skip the rule after the condition cleared).
+TRANSIENT_ENVIRONMENT = frozenset({"package_manager_locked", "disk_full", "no_package_network"})
+
+
 def short_rule_id(rule_id: str) -> str:
     """``xccdf_org.ssgproject.content_rule_X`` -> ``X``; other ids are returned unchanged."""
     return rule_id[len(RULE_PREFIX):] if rule_id.startswith(RULE_PREFIX) else rule_id

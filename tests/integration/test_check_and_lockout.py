@@ -52,4 +52,6 @@ def test_sshd_check_works_with_host_key_checking_on(lab, lab_host, lab_inventory
     assert (outcome["outcome"], outcome["reason"]) == ("remediated", "verified"), outcome
     events = [json.loads(x) for x in (tmp_path / "runs" / "latest" / "events.jsonl").read_text().splitlines()]
     health = [e["data"]["detail"] for e in events if e["event"] == "health"]
-    assert health == ["sshd with the new configuration: fresh login and sudo ok"]
+    # the fresh login through the check sshd, then the checks after every attempt (sshd -t,
+    # visudo -c, package db, failed units, side effects)
+    assert health == ["sshd with the new configuration: fresh login and sudo ok; 5 checks ok"]

@@ -247,6 +247,17 @@ def test_caution_carries_the_reason_to_reuse_and_names_every_rule():
     assert kconf["reason"] == "environment:kernel_config" and list(kconf["rules"]) == ["kernel_config_x86_vsyscall"]
 
 
+@pytest.mark.parametrize("kind", ["package_manager_locked", "disk_full", "no_package_network"])
+def test_a_condition_of_the_moment_is_not_learned(kind):
+    # another apt holding the dpkg lock, a full /tmp, a repository outage: a caution would
+    # skip the rule in the next run, after the condition cleared (fault suite, dpkg lock held)
+    report = {"host": "lab1", "run_id": "r1", "check_mode": False, "rules": {
+        "package_audit_installed": dict(outcome("escalated", "environment:" + kind, "audit", 1), rule="x")}}
+    attempts = {P + "package_audit_installed": [rec(1, "vendor", "failed", "environment:" + kind, [],
+                                                    error="E: Unable to acquire the dpkg frontend lock")]}
+    assert [c.kind for c in L.extract(report, attempts, FP, SKILL)] == []
+
+
 def test_positive_lesson_keeps_the_tasks_that_verified():
     lessons_t, evidence_t = tables()
     report, attempts = report_and_attempts()

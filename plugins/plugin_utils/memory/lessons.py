@@ -349,11 +349,6 @@ ENVIRONMENT_TEXTS = {
                              "it cannot pass here: escalate with environment:read_only_filesystem"),
     "no_systemd": ("a fix talks to systemd on this {virt} host, which was not booted with systemd",
                    "it cannot pass here: escalate with environment:no_systemd"),
-    "package_manager_locked": ("a package task finds /var/lib/dpkg locked",
-                               "another package manager runs on this host: escalate with "
-                               "environment:package_manager_locked and retry later"),
-    "no_package_network": ("a package task cannot reach the package repositories",
-                           "this host has no route to its repositories: escalate with environment:no_package_network"),
 }
 
 
@@ -583,7 +578,8 @@ class _Extractor:
             records = [dict(e, number=e.get("attempt")) for e in entry.get("attempt_log") or []]
         if reason == "verified":
             self.positive(short, category, records, entry)
-        elif reason.startswith(outcomes.ENVIRONMENT_PREFIX):
+        elif reason.startswith(outcomes.ENVIRONMENT_PREFIX) and \
+                reason[len(outcomes.ENVIRONMENT_PREFIX):] not in safety.TRANSIENT_ENVIRONMENT:
             self.caution(short, reason, records, entry)
         generic_hit: dict[int, Candidate] = {}
         for record in records:
