@@ -8,6 +8,9 @@ export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 # Where the lab keeps its cached root, content, keys and host layers (outside the checkout).
 export SCAPFORGE_LAB_HOME ?= /var/lib/scapforge-lab
 LAB_HOSTS ?= 1
+# make test runs the integration tests and the fault suite on this many lab hosts at once
+# (pytest-xdist workers, whole test files per worker: a file's shared lab run stays on one host).
+TEST_WORKERS ?= 2
 PROFILE ?= xccdf_org.ssgproject.content_profile_anssi_bp28_high
 
 .PHONY: deps venv lab lab-build lab-down demo test unit integration faults lint clean
@@ -56,7 +59,7 @@ lint: venv
 	ansible-lint
 
 test: lab-build lint
-	$(PY) -m pytest -q tests/unit tests/integration tests/faults
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile tests/unit tests/integration tests/faults
 
 clean: lab-down
 	rm -rf $(VENV) .pytest_cache

@@ -3,7 +3,8 @@
 - ``lab``: the :class:`scapforge_lab.Lab` under ``$SCAPFORGE_LAB_HOME`` (session).
 - ``lab_host``: one running :class:`scapforge_lab.LabHost` (session). ``SCAPFORGE_LAB_HOST``
   names it (``lab2``: started when not running, so several sessions can test side by side);
-  otherwise the first running host is reused, or lab1 is booted. A host this fixture booted
+  under pytest-xdist each worker gets its own host (gw0 -> lab1, gw1 -> lab2: ``make test``
+  runs two); otherwise the first running host is reused, or lab1 is booted. A host this fixture booted
   is stopped at the end of the session, unless ``SCAPFORGE_KEEP_LAB=1``.
 - ``lab_inventory``: Path of the generated inventory (inventory/lab.yml) for the running
   hosts: group ``lab``, SSH as scapforge with become (sudo).
@@ -43,10 +44,17 @@ def lab():
     return Lab(log=lambda line: print("lab: " + line, file=sys.stderr))
 
 
+def _worker_host():
+    """``lab<N+1>`` for pytest-xdist worker ``gw<N>``, None outside xdist: two workers never
+    share a host (every test resets its host)."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    return "lab%d" % (int(worker[2:]) + 1) if worker.startswith("gw") and worker[2:].isdigit() else None
+
+
 @pytest.fixture(scope="session")
 def lab_host(lab):
     """One running lab host (LabHost: name, address, user, key_path, root, pid, ssh())."""
-    wanted = os.environ.get("SCAPFORGE_LAB_HOST")
+    wanted = os.environ.get("SCAPFORGE_LAB_HOST") or _worker_host()
     running = {h.name: h for h in lab.hosts()}
     if wanted:
         started = wanted not in running
