@@ -95,12 +95,19 @@ PAM_DENY = {"tasks": [{"name": "Lock accounts", "ansible.builtin.lineinfile": {
     "rationale": "deny"}
 SSHD_BROKEN = {"tasks": [{"name": "Tighten sshd", "ansible.builtin.lineinfile": {
     "path": "/etc/ssh/sshd_config", "line": "PermitRootLogin sometimes", "insertbefore": "BOF"}}]}
+#: a sudoers line the gate lets through (a validated Defaults line) but sudo cannot parse
+#: (passwd_tries takes a number): a syntax error there would stop sudo for everyone.
+SUDOERS_BROKEN = {"tasks": [{"name": "Limit password tries", "ansible.builtin.lineinfile": {
+    "path": "/etc/sudoers.d/99-hardening", "create": True, "mode": "0440", "line": "Defaults passwd_tries=three",
+    "validate": "/usr/sbin/visudo -cf %s"}}]}
 
 
 def test_a_worker_that_breaks_pam_or_sshd_is_undone(lab, lab_host, lab_inventory, tmp_path, remediate):
     """The Worker's tasks (scripted) refuse every account in PAM: sshd logins and sudo both
     fail, the switch restores common-account. On another rule they write a line sshd -t
-    rejects: the check after the attempt catches it and the restore runs at once."""
+    rejects: the check after the attempt catches it and the restore runs at once. On a third
+    they write a sudoers line sudo cannot parse: visudo refuses it on the host, nothing is
+    written."""
     host = lab.reset([lab_host.name])[0]
     try:
         before = digests(host)
@@ -112,7 +119,10 @@ def test_a_worker_that_breaks_pam_or_sshd_is_undone(lab, lab_host, lab_inventory
                        b["messages"][1]["content"], PAM_DENY)
             llm.script(lambda b: system(b, "Worker") and "Rule: accounts_password_pam_retry (" in
                        b["messages"][1]["content"], SSHD_BROKEN)
-            extra = {"scapforge_rules": ["accounts_passwords_pam_faillock_deny", "accounts_password_pam_retry"],
+            llm.script(lambda b: system(b, "Worker") and "Rule: accounts_passwords_pam_faillock_interval (" in
+                       b["messages"][1]["content"], SUDOERS_BROKEN)
+            extra = {"scapforge_rules": ["accounts_passwords_pam_faillock_deny", "accounts_password_pam_retry",
+                                         "accounts_passwords_pam_faillock_interval"],
                      "scapforge_llm_base_url": llm.url, "scapforge_llm_model": "scripted",
                      "scapforge_llm_max_attempts": 1, "scapforge_deadman_seconds": SWITCH}
             proc = remediate(lab_inventory, host.name, tmp_path, extra)
@@ -124,6 +134,10 @@ def test_a_worker_that_breaks_pam_or_sshd_is_undone(lab, lab_host, lab_inventory
         sshd = rules["accounts_password_pam_retry"]
         assert [(a["verdict"], a["rolled_back"]) for a in sshd["attempt_log"]] == [("unhealthy", True)], sshd
         assert "sshd_t" in sshd["attempt_log"][0]["detail"] or "sshd -t" in sshd["attempt_log"][0]["detail"]
+        sudoers = rules["accounts_passwords_pam_faillock_interval"]
+        assert [(a["verdict"], a["reason"]) for a in sudoers["attempt_log"]] == [("failed", "fix_failed")], sudoers
+        assert "failed to validate" in sudoers["attempt_log"][0]["detail"], sudoers
+        assert host.ssh("sudo ls /etc/sudoers.d/99-hardening", check=False).returncode != 0
         assert digests(host) == before
         assert host.ssh("sudo -n env true", check=False).returncode == 0
     finally:
