@@ -597,15 +597,7 @@ class CommandCheckpoint(Checkpoint):
     def cover(self, paths: t.Iterable[str], shallow: t.Iterable[str] = ()) -> list[str]:
         if self._closed:
             raise CheckpointError('checkpoint %s was already restored or discarded; open a new one' % self.id, 'closed')
-        newly = []
-        for value in list(paths) + list(shallow):
-            try:
-                path = normalise_path(value)
-            except ValueError as ex:
-                self.uncovered[str(value)] = str(ex)
-                continue
-            if path not in self.covered and path not in newly:
-                newly.append(path)
+        newly = _not_yet_covered(list(paths) + list(shallow), self.covered, self.uncovered)
         if not self._snapshot_taken and not self._provider.check_mode:
             call = self._run('snapshot', self._provider.snapshot)
             if call['rc'] != 0:
@@ -745,15 +737,7 @@ class LabCheckpoint(Checkpoint):
     def cover(self, paths: t.Iterable[str], shallow: t.Iterable[str] = ()) -> list[str]:
         if self._closed:
             raise CheckpointError('checkpoint %s was already restored or discarded; open a new one' % self.id, 'closed')
-        newly = []
-        for value in list(paths) + list(shallow):
-            try:
-                path = normalise_path(value)
-            except ValueError as ex:
-                self.uncovered[str(value)] = str(ex)
-                continue
-            if path not in self.covered and path not in newly:
-                newly.append(path)
+        newly = _not_yet_covered(list(paths) + list(shallow), self.covered, self.uncovered)
         if not self._changed and self._provider.snapshot_command and not self._provider.check_mode:
             call = self._provider.run('snapshot', self._provider.snapshot_command, self.id)
             self.calls.append(call)
@@ -879,6 +863,21 @@ def normalise_path(value: t.Any) -> str:
     if path.startswith('//'):
         path = '/' + path.lstrip('/')
     return path
+
+
+def _not_yet_covered(values: t.Iterable[t.Any], covered: t.Sequence[str], uncovered: dict) -> list[str]:
+    """The normalised paths among ``values`` that ``covered`` does not hold yet, in order,
+    each once; a value :func:`normalise_path` refuses goes to ``uncovered`` ({value: why})."""
+    newly: list[str] = []
+    for value in values:
+        try:
+            path = normalise_path(value)
+        except ValueError as ex:
+            uncovered[str(value)] = str(ex)
+            continue
+        if path not in covered and path not in newly:
+            newly.append(path)
+    return newly
 
 
 def _parents(path: str) -> list[str]:

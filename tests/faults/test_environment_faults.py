@@ -83,6 +83,17 @@ def timed(remediate, inventory, host, runs, extra):
     return proc, round(time.monotonic() - started, 1)
 
 
+def assert_next_run_remediates(remediate, inventory, host, tmp_path: Path, rule: str) -> None:
+    """The fault does not count against the rule: a next run with the same lesson store
+    works the rule again (not decided from memory) and OpenSCAP proves the fix."""
+    runs = tmp_path / "again"
+    proc, _seconds = timed(remediate, inventory, host, runs,
+                           {"scapforge_rules": [rule], "scapforge_memory_path": str(tmp_path / "memory")})
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    again = report_of(runs, host)["rules"][rule]
+    assert (again["outcome"], again["reason"], again["from_memory"]) == ("remediated", "verified", None), again
+
+
 def row(fault, did, reachable, become, rule_state, data_lost, seconds):
     ROWS.append({"fault": fault, "product": did, "reachable": reachable, "become": become, "rule": rule_state,
                  "data_lost": data_lost, "seconds": seconds})
@@ -157,12 +168,7 @@ def test_dpkg_lock_held_by_another_process(lab, lab_host, lab_inventory, tmp_pat
         "nothing installed", "yes", become_works(host), own_oscap(host, [rule]).get(rule), "none", seconds)
     try:
         # the fault does not count against the rule: with the lock free, the next run installs it
-        runs = tmp_path / "again"
-        proc, _seconds = timed(remediate, lab_inventory, host, runs,
-                               {"scapforge_rules": [rule], "scapforge_memory_path": str(tmp_path / "memory")})
-        assert proc.returncode == 0, proc.stdout[-4000:]
-        again = report_of(runs, host)["rules"][rule]
-        assert (again["outcome"], again["reason"], again["from_memory"]) == ("remediated", "verified", None), again
+        assert_next_run_remediates(remediate, lab_inventory, host, tmp_path, rule)
         assert root(host, "dpkg-query -W -f '${Status}' auditd") == "install ok installed"
         assert root(host, "dpkg --audit").strip() == ""
     finally:
@@ -202,12 +208,7 @@ def test_target_tmp_full(lab, lab_host, lab_inventory, tmp_path, remediate):
     row("target /tmp full (1 MiB tmpfs, filled)", "run refused before any change: environment:disk_full",
         "yes", become_works(host), own_oscap(host, [rule]).get(rule), "none", seconds)
     try:
-        runs = tmp_path / "again"
-        proc, _seconds = timed(remediate, lab_inventory, host, runs,
-                               {"scapforge_rules": [rule], "scapforge_memory_path": str(tmp_path / "memory")})
-        assert proc.returncode == 0, proc.stdout[-4000:]
-        again = report_of(runs, host)["rules"][rule]
-        assert (again["outcome"], again["reason"]) == ("remediated", "verified"), again
+        assert_next_run_remediates(remediate, lab_inventory, host, tmp_path, rule)
     finally:
         lab.reset([lab_host.name])
 
@@ -384,11 +385,6 @@ def test_oscap_killed_by_a_signal_while_verifying(lab, lab_host, lab_inventory, 
         "no Worker call, rescan ok", "yes", become_works(host), after.get(rule), "none", seconds)
     try:
         assert after == {rule: "fail"}  # the scanner works again; the rule was left as it was
-        runs = tmp_path / "again"
-        proc, _seconds = timed(remediate, lab_inventory, host, runs,
-                               {"scapforge_rules": [rule], "scapforge_memory_path": str(tmp_path / "memory")})
-        assert proc.returncode == 0, proc.stdout[-4000:]
-        again = report_of(runs, host)["rules"][rule]
-        assert (again["outcome"], again["reason"], again["from_memory"]) == ("remediated", "verified", None), again
+        assert_next_run_remediates(remediate, lab_inventory, host, tmp_path, rule)
     finally:
         lab.reset([lab_host.name])
