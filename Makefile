@@ -67,7 +67,7 @@ clean: lab-down
 # Opt-in, not part of `make test`: a real small model (SmolLM2-135M-Instruct, CPU, llama.cpp
 # server on 127.0.0.1:8731) writes the Worker's fixes on lab1, to prove the remediation loop
 # survives a model's nonsense (tools/llm_smoke.py; RULES="r1,r2" overrides its default rules).
-# The server lives in its own virtualenv; building llama-cpp-python takes ~6-10 min on 2 cores
+# The server lives in its own virtualenv; building llama-cpp-python took 23 min wall on 2 busy cores
 # and needs a C++ compiler and cmake.
 VENV_LLM ?= .venv-llm
 .PHONY: llm-smoke

@@ -4,7 +4,8 @@
 - ``lab_host``: one running :class:`scapforge_lab.LabHost` (session). ``SCAPFORGE_LAB_HOST``
   names it (``lab2``: started when not running, so several sessions can test side by side);
   under pytest-xdist each worker gets its own host (gw0 -> lab1, gw1 -> lab2: ``make test``
-  runs two); otherwise the first running host is reused, or lab1 is booted. A host this fixture booted
+  runs two); otherwise the first running host is reused, or lab1 is booted. A host that was
+  already running is reset to the lab baseline first. A host this fixture booted
   is stopped at the end of the session, unless ``SCAPFORGE_KEEP_LAB=1``.
 - ``lab_inventory``: Path of the generated inventory (inventory/lab.yml) for the running
   hosts: group ``lab``, SSH as scapforge with become (sudo).
@@ -62,6 +63,8 @@ def lab_host(lab):
     else:
         started = not running
         host = next(iter(running.values())) if running else lab.up(1)[0]
+    if not started:  # e.g. the host `make demo` remediated: tests start from the lab baseline
+        host = lab.reset([host.name])[0]
     lab.write_inventory(LAB_INVENTORY)
     yield host
     if started and os.environ.get("SCAPFORGE_KEEP_LAB") != "1":
