@@ -33,7 +33,7 @@ from ansible.template import trust_as_template
 from ansible.utils.vars import combine_vars
 from ansible.vars.clean import clean_facts, namespace_facts, strip_internal_keys
 
-from ansible_collections.scapforge.remediation.plugins.plugin_utils import task_gate
+from ansible_collections.scapforge.remediation.plugins.plugin_utils import ansible_private, task_gate
 
 MSG_LIMIT = 500
 _CONDITIONAL_KEYS = ('when', 'failed_when', 'changed_when')
@@ -278,8 +278,8 @@ class TaskListExecutor:
         return True
 
     def _engine(self, variables: dict):
-        from ansible._internal._templating._engine import TemplateEngine  # the engine Task/TaskExecutor use
-        return TemplateEngine(loader=self._loader, variables=variables)
+        # the engine Task/TaskExecutor use
+        return ansible_private.TemplateEngine(loader=self._loader, variables=variables)
 
     def _run_task(self, task: Task, run_vars: dict) -> tuple[dict, str, bool]:
         """Run one task (all loop items). Updates run_vars (register, facts). Returns (result, fqcn, ran)."""
@@ -322,20 +322,18 @@ class TaskListExecutor:
         if task.loop_with:
             terms = task.loop
             if isinstance(terms, str):
-                from ansible._internal._datatag._utils import str_problematic_strip  # keeps the trust tag
-                terms = engine.resolve_to_container(str_problematic_strip(terms))
+                # str_problematic_strip keeps the trust tag
+                terms = engine.resolve_to_container(ansible_private.str_problematic_strip(terms))
             if not isinstance(terms, list):
                 terms = [terms]
             # exactly TaskExecutor._get_loop_items: the lookup runs inside the template engine, so
             # (trusted) templates in the terms render lazily as they do in a play
-            from ansible._internal._templating._jinja_plugins import _DirectCall, _invoke_lookup
-
             loop_with = task.loop_with
 
-            @_DirectCall.mark
+            @ansible_private._DirectCall.mark
             def invoke_lookup() -> t.Any:
-                return _invoke_lookup(plugin_name=loop_with, lookup_terms=terms,
-                                      lookup_kwargs=dict(wantlist=True), invoked_as_with=True)
+                return ansible_private._invoke_lookup(plugin_name=loop_with, lookup_terms=terms,
+                                                      lookup_kwargs=dict(wantlist=True), invoked_as_with=True)
 
             items = engine.evaluate_expression(expression=trust_as_template('invoke_lookup()'),
                                                local_variables=dict(invoke_lookup=invoke_lookup))

@@ -40,6 +40,7 @@ from ansible.parsing.mod_args import ModuleArgsParser
 from ansible.playbook.task import Task
 from ansible.plugins.loader import fragment_loader, lookup_loader, module_loader
 
+from ansible_collections.scapforge.remediation.plugins.plugin_utils import ansible_private
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.shell_split import (
     ShellCommand, ShellParseError, split_shell,
 )
@@ -142,11 +143,7 @@ def parse_task_text(text: str, trusted: bool = False, source: str = '<task text>
     if not isinstance(text, str):
         raise TaskParseError(f'task text must be a string, got {type(text).__name__}')
     data = trust_as_template(text) if trusted else text
-    try:
-        from ansible._internal._datatag._tags import Origin  # 2.19: gives parser errors a line/column
-        data = Origin(description=source).tag(data)
-    except ImportError:  # pragma: no cover
-        pass
+    data = ansible_private.Origin(description=source).tag(data)  # gives parser errors a line/column
     try:
         tasks = DataLoader().load(data)
     except AnsibleError as ex:
@@ -181,11 +178,7 @@ def _error_text(ex: BaseException) -> str:
 
 
 def _origin_text(obj: t.Any) -> str | None:
-    try:
-        from ansible._internal._datatag._tags import Origin  # 2.19 data tagging
-    except ImportError:  # pragma: no cover - older cores are unsupported anyway
-        return None
-    origin = Origin.get_tag(obj) if obj is not None else None
+    origin = ansible_private.Origin.get_tag(obj) if obj is not None else None
     return str(origin) if origin else None
 
 
