@@ -61,6 +61,15 @@ ARGUMENT_SPEC = {
 }
 
 
+#: module options that are LoopOptions fields of the same name and value.
+_PASSED_AS_IS = (
+    "datastream", "profile", "datastream_src", "trusted_sha256", "rules", "skip_rules",
+    "allow_access_impacting", "health_check", "rescan", "time_budget", "verify_batch", "skill",
+    "skill_description", "memory_path", "memory_retry", "allow_controller", "health_commands",
+    "deadman_seconds", "checkpoint_provider", "checkpoint_options",
+)
+
+
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
     _requires_connection = True
@@ -75,21 +84,9 @@ class ActionModule(ActionBase):
         run_id = args["run_id"] or "adhoc-%s-%s" % (utc_now()[:19].replace(":", ""), uuid.uuid4().hex[:6])
         run_dir = args["run_dir"] or "%s/scapforge-runs/%s" % (task_vars.get("playbook_dir", "."), run_id)
         opts = LoopOptions(
-            datastream=args["datastream"],
-            profile=args["profile"],
-            datastream_src=args["datastream_src"],
-            trusted_sha256=args["trusted_sha256"],
-            rules=args["rules"],
-            skip_rules=args["skip_rules"],
-            allow_access_impacting=args["allow_access_impacting"],
-            health_check=args["health_check"],
-            rescan=args["rescan"],
+            **{name: args[name] for name in _PASSED_AS_IS},
             run_dir=run_dir,
             run_id=run_id,
-            time_budget=args["time_budget"],
-            verify_batch=args["verify_batch"],
-            skill=args["skill"],
-            skill_description=args["skill_description"],
             llm=LLMConfig.from_options(args["llm_base_url"], args["llm_model"], args["llm_api_key"],
                                        args["llm_timeout"], args["llm_allow_remote"]),
             budget=Budget(attempts=args["llm_max_attempts"], probes=args["llm_max_probes"],
@@ -97,14 +94,7 @@ class ActionModule(ActionBase):
                           review_every=args["llm_review_every"]),
             run_tokens=args["llm_run_tokens"],
             max_answer_tokens=args["llm_max_tokens"],
-            memory_path=args["memory_path"],
             memory_mode=self._memory_mode(args["memory_mode"]),
-            memory_retry=args["memory_retry"],
-            allow_controller=args["allow_controller"],
-            health_commands=args["health_commands"],
-            deadman_seconds=args["deadman_seconds"],
-            checkpoint_provider=args["checkpoint_provider"],
-            checkpoint_options=args["checkpoint_options"],
         )
         loop = RemediationLoop(self, task_vars, opts, check_mode=bool(self._task.check_mode))
         try:
