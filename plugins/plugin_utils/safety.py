@@ -87,6 +87,11 @@ ENVIRONMENT_SIGNATURES = (
 TRANSIENT_ENVIRONMENT = frozenset({"package_manager_locked", "disk_full", "no_package_network"})
 
 
+def is_transient(reason: str | None) -> bool:
+    """True for an ``environment:<kind>`` reason whose kind is in :data:`TRANSIENT_ENVIRONMENT`."""
+    return (reason or "").startswith("environment:") and reason[len("environment:"):] in TRANSIENT_ENVIRONMENT
+
+
 def short_rule_id(rule_id: str) -> str:
     """``xccdf_org.ssgproject.content_rule_X`` -> ``X``; other ids are returned unchanged."""
     return rule_id[len(RULE_PREFIX):] if rule_id.startswith(RULE_PREFIX) else rule_id

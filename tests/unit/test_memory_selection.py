@@ -175,6 +175,9 @@ DECIDE = [
         "sshd_set_idle_timeout": {"reason": "fix_ineffective", "vendor": "fix_ineffective", "vendor_tasks_sha": None}}),
     mk("cand", "caution", status="candidate", reason="environment:no_systemd", rules={"service_x": {}}),
     mk("kvmc", "caution", reason="environment:read_only_proc_sys", fp=KVM, rules={"sysctl_kernel_x": {}}),
+    # written by a version that still learned conditions of the moment
+    mk("lock", "caution", reason="environment:package_manager_locked", rules={
+        "package_audit_installed": {"reason": "environment:package_manager_locked"}}),
 ]
 
 
@@ -193,6 +196,7 @@ DECIDE = [
     ("sshd_set_idle_timeout", {}, ("classify", "ine", "fix_ineffective")),
     ("service_x", {}, None),  # a candidate never acts
     ("sysctl_kernel_x", {}, None),  # another fingerprint's caution
+    ("package_audit_installed", {}, None),  # the lock was held then, not now
     ("unknown_rule", {}, None),
 ])
 def test_decide(rule, kwargs, expected):

@@ -578,8 +578,7 @@ class _Extractor:
             records = [dict(e, number=e.get("attempt")) for e in entry.get("attempt_log") or []]
         if reason == "verified":
             self.positive(short, category, records, entry)
-        elif reason.startswith(outcomes.ENVIRONMENT_PREFIX) and \
-                reason[len(outcomes.ENVIRONMENT_PREFIX):] not in safety.TRANSIENT_ENVIRONMENT:
+        elif reason.startswith(outcomes.ENVIRONMENT_PREFIX) and not safety.is_transient(reason):
             self.caution(short, reason, records, entry)
         generic_hit: dict[int, Candidate] = {}
         for record in records:

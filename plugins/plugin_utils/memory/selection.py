@@ -206,7 +206,8 @@ def decide(lessons_table, rule: str, fingerprint: t.Mapping, retry: bool = False
     1. a positive lesson for this rule with tasks -> ``try_first`` (a proven pass outranks a
        caution: it shows the caution wrong for this rule);
     2. unless ``retry``: a caution lesson whose evidence names this rule -> ``classify`` with
-       its reason (same outcome and reason as last time);
+       its reason (same outcome and reason as last time), never for a condition of the moment
+       (:func:`safety.is_transient`: a dpkg lock held, a full disk);
     3. unless ``retry``: a negative lesson whose evidence says this rule's vendor fix failed
        here (fix_failed, fix_ineffective, no_effect, fix_refused, unhealthy...) ->
        ``classify`` with that reason when no model can try anything else, else ``skip_vendor``.
@@ -226,7 +227,8 @@ def decide(lessons_table, rule: str, fingerprint: t.Mapping, retry: bool = False
     if retry:
         return None
     caution = _best(d for d in docs if d.get("kind") == L.CAUTION and rule in (d.get("rules") or {})
-                    and str(d.get("reason") or "").startswith(outcomes.ENVIRONMENT_PREFIX))
+                    and str(d.get("reason") or "").startswith(outcomes.ENVIRONMENT_PREFIX)
+                    and not safety.is_transient(d.get("reason")))  # a store older than the rule
     if caution is not None:
         return Decision(CLASSIFY, caution["id"], reason=caution["reason"],
                         detail="decided from memory (lesson %s): %s"
