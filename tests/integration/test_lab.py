@@ -3,12 +3,14 @@ exactly as it was (devices, sysctls, mounts) after a host is built and destroyed
 
 import json
 import os
+import shlex
 import stat
 import subprocess
 import sys
 from pathlib import Path
 
-from scapforge_lab import DATASTREAM_PATH, DATASTREAM_SHA256, pid_alive, mounts_under, sha256_file
+import pytest
+from scapforge_lab import DATASTREAM_PATH, DATASTREAM_SHA256, LabError, pid_alive, mounts_under, sha256_file
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -89,6 +91,28 @@ def test_packages_come_only_through_the_lab_proxy(lab_host):
         "{'http': '%s'}));\ntry: o.open('http://example.com/', timeout=10)\n"
         "except Exception as e: print(e)\"" % lab_host.proxy_url)
     assert "403" in probe.stdout, probe.stdout
+
+
+FLAKY_UNIT = "[Service]\nType=oneshot\nExecStart=/bin/sh -c '%s'\n"
+
+
+def test_a_unit_failed_at_boot_is_started_again_and_one_that_keeps_failing_is_named(lab, lab_host):
+    # what Lab.wait_ready does after every boot (seen: systemd-sysusers 219/CGROUP when two
+    # hosts boot at once)
+    def failing_unit(script):
+        lab_host.ssh("printf %s | sudo tee /etc/systemd/system/scapforge-flaky.service >/dev/null && "
+                     "sudo systemctl daemon-reload; sudo systemctl start scapforge-flaky; true"
+                     % shlex.quote(FLAKY_UNIT % script))
+    try:
+        failing_unit("test -e /run/flaky-ok || { touch /run/flaky-ok; exit 1; }")
+        assert lab_host.ssh("systemctl is-system-running", check=False).stdout.strip() == "degraded"
+        lab._settle_boot(lab_host, 30)
+        assert lab_host.ssh("systemctl is-system-running", check=False).stdout.strip() == "running"
+        failing_unit("exit 1")
+        with pytest.raises(LabError, match="boot ended 'degraded'; failed units: scapforge-flaky.service"):
+            lab._settle_boot(lab_host, 30)
+    finally:
+        lab.reset([lab_host.name])
 
 
 def test_reset_brings_host_back_to_baseline(lab, lab_host):
