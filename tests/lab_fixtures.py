@@ -77,6 +77,17 @@ def lab_host(lab):
                 LAB_INVENTORY.unlink()
 
 
+@pytest.fixture(scope="module", autouse=True)
+def baseline_host(request):
+    """Every test file that uses the lab starts on a freshly reset host: what an earlier file
+    left (a package installed, a unit failed) never decides a later file's result, whichever
+    order pytest-xdist hands the files out in."""
+    if any(item.module is request.module and "lab_host" in item.fixturenames for item in request.session.items):
+        lab, host = request.getfixturevalue("lab"), request.getfixturevalue("lab_host")
+        lab.reset([host.name])
+    yield
+
+
 @pytest.fixture(scope="session")
 def lab_inventory(lab_host):
     """Path of the inventory (YAML) listing the running lab hosts."""
