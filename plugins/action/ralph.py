@@ -18,7 +18,8 @@ from ansible_collections.scapforge.remediation.plugins.plugin_utils.events impor
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.host_setup import ControllerGone, LoopError
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.llm import LLMConfig
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.loop import LoopOptions, RemediationLoop
-from ansible_collections.scapforge.remediation.plugins.plugin_utils.prompts import PromptError, PromptSet, skill_prompts_dir
+from ansible_collections.scapforge.remediation.plugins.plugin_utils.prompts import PromptError, PromptSet
+from ansible_collections.scapforge.remediation.plugins.plugin_utils.skills import SkillError, load_skill
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.summary import error_report, write_host_report
 
 ARGUMENT_SPEC = {
@@ -143,9 +144,12 @@ class ActionModule(ActionBase):
 
     @staticmethod
     def _prompts(skill: str, overrides: dict) -> PromptSet:
-        """The skill's agent prompts with the inventory's overrides; LoopError(``prompts``)."""
+        """The skill's agent prompts with the inventory's overrides; LoopError(``skill``,
+        ``prompts``)."""
         try:
-            return PromptSet(skill_prompts_dir(skill), overrides)
+            return PromptSet(load_skill(skill).prompts_dir, overrides)
+        except SkillError as exc:
+            raise LoopError("skill", str(exc)) from None
         except PromptError as exc:
             raise LoopError("prompts", str(exc)) from None
 

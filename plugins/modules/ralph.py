@@ -101,11 +101,15 @@ options:
     type: int
     default: 8
   skill:
-    description: Skill under the collection's C(skills/) whose agent prompts are used.
+    description:
+      - Skill under the collection's C(skills/), loaded by name and validated (V(anssi-debian12), V(stig-rhel9)).
+      - It gives the agents' prompts, the rules' categories, the order of rules that must run last, the
+        access-impacting and reboot-required rules, the gate's extra modules, extra health checks, its own
+        fixes for some rules and optional hooks. An unknown or malformed skill fails with reason C(skill).
     type: str
     default: anssi-debian12
   skill_description:
-    description: One line naming the benchmark and platform, shown to the agents.
+    description: One line naming the benchmark and platform, shown to the agents; empty means the skill's description.
     type: str
     default: ""
   llm_base_url:

@@ -49,6 +49,7 @@ class WorkerPhase:
         self.budget = budget
         self.ledger = ledger
         self.llm_down: str | None = None
+        self._skill_context: dict[str, str] = {}  # rule id -> the skill's worker_context text
 
     # ------------------------------------------------------------------ the story
     def run(self, item: A.WorkItem) -> None:
@@ -103,12 +104,16 @@ class WorkerPhase:
 
     # ------------------------------------------------------------------ the agents
     def _variables(self, item: A.WorkItem) -> dict:
+        """The template variables of one rule: ``rule``, ``plan`` and ``skill_context`` (the
+        skill's ``worker_context`` hook text, "" without one; asked once per rule)."""
         rule = self.loop.catalog.rule(item.rule)
-        return {
-            "rule": {"id": rule.id, "short_id": rule.short_id, "title": rule.title, "severity": rule.severity,
-                     "category": rule.category, "identifiers": {k: list(v) for k, v in rule.identifiers.items()}},
-            "plan": item.plan or "",
-        }
+        data = {"id": rule.id, "short_id": rule.short_id, "title": rule.title, "severity": rule.severity,
+                "category": item.category, "identifiers": {k: list(v) for k, v in rule.identifiers.items()}}
+        if item.rule not in self._skill_context:
+            said = self.loop.skill.call_hook("worker_context", dict(data), dict(self.agents.base.get("host") or {}),
+                                             log=lambda **kw: self.loop.events.emit("hook_failed", rule=rule.short_id, **kw))
+            self._skill_context[item.rule] = str(said)[:2000] if said else ""
+        return {"rule": data, "plan": item.plan or "", "skill_context": self._skill_context[item.rule]}
 
     def _lessons(self, item: A.WorkItem) -> tuple[str | None, list[str]]:
         """The memory block for this rule's prompts (None in shadow mode) and its lesson ids."""

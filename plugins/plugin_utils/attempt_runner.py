@@ -18,7 +18,7 @@ import typing as t
 from ansible.errors import AnsibleError
 
 from ansible_collections.scapforge.remediation.plugins.plugin_utils import attempts as A
-from ansible_collections.scapforge.remediation.plugins.plugin_utils import health, safety
+from ansible_collections.scapforge.remediation.plugins.plugin_utils import health, outcomes, safety
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.checkpoint import CheckpointError, paths_touched
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.executor import TaskListExecutor
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.scanner import CRASH_KINDS
@@ -60,8 +60,10 @@ class AttemptRunner:
     def __init__(self, action, task_vars: dict, catalog, scanner, checkpoints, events, gate_policy,
                  health_check: bool, stop_host: t.Callable[[str], None], want_evidence: bool = False,
                  progress=None, start: int = 1, parent=None, baseline=None, health_commands: t.Sequence[str] = (),
-                 deadman_seconds: int = 600, home: str | None = None) -> None:
+                 deadman_seconds: int = 600, home: str | None = None,
+                 classify: t.Callable[[str, str], str | None] | None = None) -> None:
         self.action = action
+        self.classify = classify
         self.task_vars = task_vars
         self.catalog = catalog
         self.scanner = scanner
@@ -309,6 +311,10 @@ class AttemptRunner:
         attempt.verdict, attempt.reason = A.judge(None, attempt.report, healthy, value, reboot)
         report = attempt.report or {}
         error = (report.get("error") or "")[:500]
+        if attempt.reason == "fix_failed" and self.classify is not None:
+            kind = self.classify(item.rule, report.get("error") or "")
+            if isinstance(kind, str) and kind and not any(ch.isspace() for ch in kind):
+                attempt.reason = outcomes.environment_reason(kind)  # the skill knows this failure: the host, not the rule
         if attempt.verdict == A.PASSED:
             attempt.say("a task failed but the rule passes: %s" % error if not report.get("ok", True) else "")
         elif attempt.verdict == A.FAILED and not report.get("ok", True):

@@ -37,7 +37,6 @@ from typing import Dict, Iterable, List, Mapping, Optional, Tuple
 from lxml import etree
 
 __all__ = [
-    "CATEGORY_BY_GROUP",
     "Catalog",
     "CatalogError",
     "FixSnippet",
@@ -71,57 +70,9 @@ _STIG_ID_RE = re.compile(r"^[A-Z][A-Z0-9]*-\d{2}-\d{6}$")
 # SRG ids ride on the general-purpose-os STIG href: SRG-OS-000480-GPOS-00227.
 _SRG_RE = re.compile(r"^SRG-[A-Z]+-\d+(-[A-Z]+-\d+)?$")
 _CCI_RE = re.compile(r"^CCI-\d+$")
-
-#: Group short id -> category slug. A rule's category is the value for the deepest group on
-#: its path found in this table; when none is, the deepest group's own short id (so a new
-#: area in the content still gets a stable, readable category). Order of the path matters,
-#: not the order here: ``ssh_server`` under ``services`` is "ssh", ``accounts-pam`` under
-#: ``accounts`` is "pam".
-CATEGORY_BY_GROUP: Mapping[str, str] = {
-    # remote access (access-impacting)
-    "ssh": "ssh",
-    "ssh_server": "ssh",
-    "ssh_client": "ssh",
-    "sudo": "sudo",
-    "accounts-pam": "pam",
-    # accounts, sessions, passwords, banners
-    "accounts": "accounts",
-    # audit and logging
-    "auditing": "audit",
-    "logging": "logging",
-    # kernel: running-kernel hardening (sysctl, modules) vs build-time config (no running
-    # host can fix kernel_config_*) and the boot loader
-    "restrictions": "kernel",
-    "network-kernel": "kernel",
-    "mounting": "kernel",
-    "kernel_build_config": "kernel_config",
-    "bootloader-grub2": "bootloader",
-    "bootloader-zipl": "bootloader",
-    # file system
-    "permissions": "permissions",
-    "files": "permissions",
-    "partitions": "partitions",
-    "disk_partitioning": "partitions",
-    # crypto and integrity
-    "crypto": "crypto",
-    "fips": "crypto",
-    "integrity": "integrity",
-    "software-integrity": "integrity",
-    # mandatory access control
-    "selinux": "mac",
-    "apparmor": "mac",
-    # network
-    "network": "network",
-    # software inventory and updates, desktop
-    "software": "software",
-    "updating": "software",
-    "system-tools": "software",
-    "gnome": "gui",
-    "xwindows": "gui",
-    # everything under services that has no more specific entry
-    "services": "services",
-}
-
+# DISA's rule version id (SV-258134r1045265_rule), on the srg-stig-tools href; its number is
+# the vulnerability id (V-258134) STIG Viewer shows as Vuln_Num.
+_SV_RE = re.compile(r"^SV-\d+r\d+_rule$")
 
 class CatalogError(Exception):
     """Raised for content the catalog cannot use and for lookups that name nothing in it.
@@ -170,10 +121,11 @@ class Rule:
             inline code and paths are kept as text. An ``<xccdf:sub>`` of a Value appears as
             ``[var_name]`` (see ``Catalog.describe`` for the text with a profile's values).
         severity: ``high`` | ``medium`` | ``low`` | ``info`` | ``unknown``.
-        identifiers: {"cce": [...], "stig_id": [...], "srg": [...], "cci": [...]} (tuples;
-            the four keys are always present, possibly empty).
-        category: short slug of the rule's area (see ``CATEGORY_BY_GROUP``).
-        group_path: short ids of the groups from the benchmark's top down to the rule's parent.
+        identifiers: {"cce": [...], "stig_id": [...], "stig_rule": [...], "srg": [...],
+            "cci": [...]} (tuples; the five keys are always present, possibly empty);
+            ``stig_rule`` holds DISA's rule version ids (``SV-258134r1045265_rule``).
+        group_path: short ids of the groups from the benchmark's top down to the rule's parent
+            (a skill maps them to its categories: ``skills.Skill.category_of``).
         requires: full ids named by ``<requires idref=...>`` (a space-separated idref list is
             split; XCCDF reads it as "one of these").
         conflicts: full ids named by ``<conflicts idref=...>``.
@@ -190,7 +142,6 @@ class Rule:
     rationale: str
     severity: str
     identifiers: Mapping[str, Tuple[str, ...]]
-    category: str
     group_path: Tuple[str, ...]
     requires: Tuple[str, ...]
     conflicts: Tuple[str, ...]
@@ -506,7 +457,7 @@ class Catalog:
 
     def _make_rule(self, elem, path, group_platforms) -> Rule:
         rid = elem.get("id", "")
-        ids: Dict[str, List[str]] = {"cce": [], "stig_id": [], "srg": [], "cci": []}
+        ids: Dict[str, List[str]] = {"cce": [], "stig_id": [], "stig_rule": [], "srg": [], "cci": []}
 
         def add(key, text):
             if text not in ids[key]:
@@ -524,6 +475,8 @@ class Catalog:
             text = (ref.text or "").strip()
             if _STIG_ID_RE.match(text) and "cyber.mil" in ref.get("href", ""):
                 add("stig_id", text)
+            elif _SV_RE.match(text):
+                add("stig_rule", text)
             elif _SRG_RE.match(text):
                 add("srg", text)
             elif _CCI_RE.match(text):
@@ -563,7 +516,6 @@ class Catalog:
             rationale=_plain_text(elem.find(_X + "rationale"), self._sub_placeholder),
             severity=elem.get("severity", "unknown"),
             identifiers={k: tuple(v) for k, v in ids.items()},
-            category=_category(path),
             group_path=tuple(path),
             requires=idrefs("requires"),
             conflicts=idrefs("conflicts"),
@@ -831,10 +783,3 @@ class Catalog:
     def __repr__(self) -> str:
         return "<Catalog %s %s: %d rules, %d profiles, sha256 %s>" % (
             self.benchmark_id, self.benchmark_version, len(self.rules), len(self.profiles), self.sha256[:12])
-
-
-def _category(path: Tuple[str, ...]) -> str:
-    for group in reversed(path):
-        if group in CATEGORY_BY_GROUP:
-            return CATEGORY_BY_GROUP[group]
-    return path[-1] if path else "uncategorized"

@@ -50,6 +50,7 @@ from ansible_collections.scapforge.remediation.plugins.plugin_utils.host_setup i
     with_host_facts,
 )
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.scanner import CRASH_KINDS, Scanner, counts_of
+from ansible_collections.scapforge.remediation.plugins.plugin_utils.skills import SkillError, load_skill
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.summary import write_host_report
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.tailoring import build_tailoring
 
@@ -170,6 +171,12 @@ class RemediationLoop:
         return user or self.task_vars.get("ansible_user") or self.action._play_context.remote_user
 
     def _prepare(self) -> None:
+        try:
+            self.skill = load_skill(self.opts.skill)
+        except SkillError as exc:
+            raise LoopError("skill", str(exc)) from None
+        self.gate_policy = task_gate.GatePolicy(remote_user=self.remote_user, module_allowlist_extra=self.skill.modules)
+        self.health_commands = list(self.opts.health_commands) + self.skill.health_checks
         self.catalog, self.trusted, source = load_catalog(
             self.action, self.task_vars, self.opts.datastream, self.opts.datastream_src, self.opts.trusted_sha256
         )
@@ -205,7 +212,7 @@ class RemediationLoop:
                     "protect this host: %s" % status.detail,
                 )
             try:
-                self.baseline = health.take_baseline(self.action, self.opts.health_commands, user=self.remote_user)
+                self.baseline = health.take_baseline(self.action, self.health_commands, user=self.remote_user)
             except health.HealthError as exc:
                 raise LoopError("unhealthy_before", "the health baseline cannot be taken: %s" % exc) from None
             self.events.emit("health_baseline", failing=self.baseline.failing)
@@ -230,8 +237,9 @@ class RemediationLoop:
                                     self.gate_policy, self.opts.health_check, self._stop,
                                     want_evidence=self.worker.agents is not None, progress=self.progress,
                                     start=self.resume.starts + 1, parent=self.parent, baseline=self.baseline,
-                                    health_commands=self.opts.health_commands,
-                                    deadman_seconds=self.opts.deadman_seconds, home=self.gate_policy.home())
+                                    health_commands=self.health_commands,
+                                    deadman_seconds=self.opts.deadman_seconds, home=self.gate_policy.home(),
+                                    classify=self._classify_failure)
         llm = self.opts.llm
         self.events.emit(
             "run_start",
@@ -250,6 +258,11 @@ class RemediationLoop:
             budget=dataclasses.asdict(self.opts.budget),
         )
 
+    def _classify_failure(self, rule_id: str, message: str) -> str | None:
+        """The skill's ``classify_failure`` hook: an environment kind for a failed fix, or None."""
+        return self.skill.call_hook("classify_failure", rule_id, message, log=lambda **kw: self.events.emit(
+            "hook_failed", rule=safety.short_rule_id(rule_id), **kw))
+
     def _worker_phase(self) -> WorkerPhase:
         """The Worker phase, with agents when an endpoint is configured (a remote one only
         with ``allow_remote``). Raises LoopError(``llm_remote``, ``prompts``)."""
@@ -267,8 +280,7 @@ class RemediationLoop:
             raise LoopError("prompts", "no prompts for the agents (skill %s)" % self.opts.skill)
         facts = self.task_vars.get("ansible_facts", {})
         base = {
-            "skill": {"name": self.opts.skill, "description": self.opts.skill_description or
-                      "%s with profile %s." % (self.catalog.benchmark_id, self.profile.short_id)},
+            "skill": {"name": self.skill.name, "description": self.opts.skill_description or self.skill.description},
             "host": {"os": "%s %s" % (facts.get("distribution", "?"), facts.get("distribution_version", "")),
                      "virtualization": "%s %s" % (facts.get("virtualization_role", ""),
                                                   facts.get("virtualization_type", "")),
@@ -306,7 +318,7 @@ class RemediationLoop:
     # -- outcomes --------------------------------------------------------------------------
     def _finish(self, rule_id: str, reason: str, **kwargs: t.Any) -> outcomes.RuleOutcome:
         rule = self.catalog.rule(rule_id)
-        outcome = outcomes.RuleOutcome.of(rule_id, reason, category=rule.category, **kwargs)
+        outcome = outcomes.RuleOutcome.of(rule_id, reason, category=self.skill.category_of(rule), **kwargs)
         self.outcomes[rule_id] = outcome
         data = outcome.to_dict()
         del data["rule"], data["attempts"], data["attempt_log"]
@@ -342,7 +354,7 @@ class RemediationLoop:
     # -- the vendor phase ------------------------------------------------------------------
     def _item(self, rule_id: str) -> A.WorkItem:
         if rule_id not in self.items:
-            self.items[rule_id] = A.WorkItem(rule_id, category=self.catalog.rule(rule_id).category)
+            self.items[rule_id] = A.WorkItem(rule_id, category=self.skill.category_of(self.catalog.rule(rule_id)))
         return self.items[rule_id]
 
     def _not_attempted(self, rule_id: str) -> tuple[str, str] | None:
@@ -354,10 +366,10 @@ class RemediationLoop:
             return "budget", ""
         if rule_id in self.waived:
             return "waived", ""
-        impact = safety.access_impact(rule_id, self.remote_user)
+        impact = self.skill.access_impact(rule_id, self.remote_user)
         if impact and rule_id not in self.allowed and not self.allow_all:
             return "access_impacting", impact
-        unfixable = safety.unfixable_kind(rule_id)
+        unfixable = self.skill.unfixable_kind(rule_id)
         if unfixable:
             return outcomes.environment_reason(unfixable), "no fix on a running host can pass this rule"
         return None
@@ -368,15 +380,16 @@ class RemediationLoop:
         rule got its outcome or went to the Worker queue."""
         self.parent.check()
         rule = self.catalog.rule(rule_id)
-        self.events.emit("rule_start", rule=rule.short_id, title=rule.title, category=rule.category)
+        self.events.emit("rule_start", rule=rule.short_id, title=rule.title, category=self.skill.category_of(rule))
         skip = self._not_attempted(rule_id)
         if skip is not None:
             self._finish(rule_id, skip[0], detail=skip[1])
             return None
         item = self._item(rule_id)
         fix = rule.ansible_fix
-        tasks, unrenderable = None, None
-        if fix is not None:
+        tasks, unrenderable = self.skill.fix_tasks(rule_id), None
+        own = tasks is not None  # the skill's fix replaces the content's (shipped with the collection: trusted)
+        if fix is not None and not own:
             try:
                 tasks = yaml.safe_load(self.catalog.render_fix(rule_id, self.profile.id)) or []
             except (CatalogError, yaml.YAMLError) as exc:  # content fault: this rule, not the run
@@ -384,7 +397,7 @@ class RemediationLoop:
         acted, applied = self._from_memory(item, tasks)
         if acted:
             return applied
-        if fix is None:
+        if tasks is None and not unrenderable:
             if self.check_mode:
                 self._finish(rule_id, "check_mode" if self.worker.agents else "llm_unavailable",
                              detail="the content has no Ansible fix for this rule")
@@ -398,7 +411,7 @@ class RemediationLoop:
             self.queue.append(rule_id)
             return None
         if self.check_mode:
-            executor = TaskListExecutor(self.action, self.task_vars, trusted=self.trusted)
+            executor = TaskListExecutor(self.action, self.task_vars, trusted=self.trusted or own)
             problems = executor.validate(tasks)
             if problems:
                 self._finish(rule_id, "fix_refused", detail="; ".join(problems)[:500])
@@ -409,12 +422,12 @@ class RemediationLoop:
             return None
         attempt = item.new_attempt(A.VENDOR)
         started = time.monotonic()
-        self.runner.run(item, attempt, tasks, trusted=self.trusted)
+        self.runner.run(item, attempt, tasks, trusted=self.trusted or own)
         attempt.seconds = time.monotonic() - started
         if attempt.verdict:  # refused or unhealthy: decided without verification
             self._after_vendor(item)
             return None
-        return Applied(item, attempt, fix.reboot)
+        return Applied(item, attempt, bool(fix is not None and fix.reboot) or self.skill.needs_reboot(rule_id))
 
     def _from_memory(self, item: A.WorkItem, vendor_tasks: list | None) -> tuple[bool, Applied | None]:
         """Act on what memory knows before the vendor fix (issue 6 item 5): classify the rule
@@ -506,7 +519,7 @@ class RemediationLoop:
     def _access_last(self, rule_ids: t.Sequence[str]) -> list[str]:
         """The rules in their order, with the access-impacting ones the user opted in to moved
         to the end (issue 7 item 4): a lock-out they cause can then cost no other rule."""
-        risky = [r for r in rule_ids if safety.access_impact(r, self.remote_user)]
+        risky = [r for r in rule_ids if self.skill.access_impact(r, self.remote_user)]
         return [r for r in rule_ids if r not in risky] + risky
 
     def _work(self, rule_ids: t.Sequence[str]) -> None:
@@ -547,7 +560,7 @@ class RemediationLoop:
 
     def _work_queue(self) -> None:
         """The Worker phase over the queued rules, in the order they were queued."""
-        queue, self.queue = self.queue, []
+        queue, self.queue = self.skill.order(self.queue), []
         for rule_id in queue:
             if rule_id in self.outcomes:
                 continue
@@ -588,7 +601,9 @@ class RemediationLoop:
         in_scope = set(self.scan_rules) if self.scope else None
         work = [r for r, v in before.items()
                 if v == "fail" and (in_scope is None or r in in_scope) and r not in self.outcomes]
-        self._work(self._access_last(work))
+        ordered = self.skill.order(work)
+        held = [r for r in ordered if self.skill.runs_last(r)] if self.opts.rescan else []
+        self._work(self._access_last([r for r in ordered if r not in held]))
 
         picked_up: list[str] = []
         final = None if self.check_mode else self._scan_after("rescan" if self.opts.rescan else "final")
@@ -600,10 +615,11 @@ class RemediationLoop:
             ]
             if picked_up:
                 self.events.emit("rescan_picked_up", rules=[safety.short_rule_id(r) for r in picked_up])
-                self._work(picked_up)
+        if held or picked_up:  # the skill's last rules after every other fix, the rescan's included
+            self._work(self._access_last(self.skill.order(picked_up + held)))
         worked_by_agents = bool(self.queue) and self.worker.agents is not None
         self._work_queue()
-        if final is not None and (picked_up or worked_by_agents):
+        if final is not None and (picked_up or held or worked_by_agents):
             final = self._scan_after("final") or final  # a stopped host keeps the rescan's counts
         if final is not None:
             self._mark_regressed(final.get("rules", {}))

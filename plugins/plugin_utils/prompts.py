@@ -1,7 +1,7 @@
 """The agents' prompts: Jinja2 templates of the skill, rendered in a sandbox on data only.
 
 Each agent (``architect``, ``worker``, ``reflector``) has one template,
-``skills/<skill>/prompts/<agent>.j2``, in the skill's own words, which the inventory may
+``skills/<skill>/prompts/<agent>.j2`` (``skills.Skill.prompts_dir``), in the skill's own words, which the inventory may
 override (``scapforge_llm_prompts: {worker: /path/on/controller/worker.j2}``). A template
 defines two blocks, ``system`` and ``user``; each is rendered on its own into the chat
 message of that role.
@@ -22,21 +22,9 @@ from jinja2 import StrictUndefined, TemplateError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 AGENTS = ("architect", "worker", "reflector")
-#: the collection root (plugins/plugin_utils/ -> two levels up).
-COLLECTION_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
 class PromptError(Exception):
     """A template is missing, does not parse, lacks a block or fails to render; the message
     names the file."""
-
-
-def skill_prompts_dir(skill: str) -> str:
-    """``<collection>/skills/<skill>/prompts``; raises PromptError if it does not exist."""
-    path = os.path.join(COLLECTION_ROOT, "skills", skill, "prompts")
-    if not os.path.isdir(path):
-        raise PromptError("skill %r has no prompts directory (%s)" % (skill, path))
-    return path
 
 
 class PromptSet:

@@ -1,60 +1,22 @@
-"""Which rules can cut the controller off, and which failures come from the environment.
+"""Which tasks touch the controller's access, and which failures come from the environment.
 
-Access: a fix that changes how the controller logs in or escalates can leave a host that
-the next Ansible run cannot manage (cases sudo-nopasswd-lockout, sudo-noexec-breaks-become
-in shared/cases). Such rules are skipped with reason ``access_impacting`` unless the user
-opts in; every applied fix is still followed by a fresh-connection health check.
+Access: a task that changes how the controller logs in or escalates runs under the dead-man
+switch (issue 7). Which *rules* can cut the controller off is the skill's knowledge
+(``skills.Skill.access_impact``, from skill.yml); every applied fix is still followed by a
+fresh-connection health check.
 
-Environment: some rules cannot pass on a running host whatever the fix does (kernel build
-options, partitioning) or fail because of where the host runs (a read-only /proc/sys in a
-container). Those are escalated with ``environment:<kind>``, never taught as a lesson about
-the rule (case sshd-validate-no-privsep-dir).
+Environment: some failures come from where the host runs (a read-only /proc/sys in a
+container), not from the rule. Those are escalated with ``environment:<kind>``, never taught
+as a lesson about the rule (case sshd-validate-no-privsep-dir). Rules no fix can pass on a
+running host (kernel build options, partitioning) are listed by the skill
+(``skills.Skill.unfixable_kind``).
 """
 
 from __future__ import annotations
 
-import re
 import typing as t
 
 RULE_PREFIX = "xccdf_org.ssgproject.content_rule_"
-
-#: short rule id -> why its fix can lock the controller out. Sources: shared/cases
-#: (sudo-nopasswd-lockout, sudo-noexec-breaks-become) and the SSG rule texts.
-ACCESS_IMPACTING: dict[str, str] = {
-    "sudo_remove_nopasswd": "removes NOPASSWD: become without a password stops working",
-    "sudo_require_authentication": "removes !authenticate/NOPASSWD: become without a password stops working",
-    "sudo_remove_no_authenticate": "removes !authenticate: become without a password stops working",
-    "sudo_add_noexec": "Defaults noexec stops sudo'd commands from running programs (Ansible's python)",
-    "sudo_add_requiretty": "Defaults requiretty breaks become over a non-interactive SSH session",
-    "sudo_dedicated_group": "restricts sudo to a group the controller's user may not be in",
-    "file_permissions_sudo": "mode 4110 lets only the sudo binary's group run sudo (seen: become exited 126)",
-    "sudoers_no_root_target": "removes rules that let the controller's user become root",
-    "sudoers_explicit_command_args": "rewrites sudoers rules the controller's user relies on",
-    "sudoers_no_command_negation": "rewrites sudoers rules the controller's user relies on",
-    "sudo_restrict_privilege_elevation_to_authorized": "restricts who may become root",
-    "sshd_limit_user_access": "AllowUsers/AllowGroups can exclude the controller's user",
-    "sshd_disable_pubkey_auth": "disables the public-key login the controller uses",
-    "sshd_use_approved_ciphers": "sshd crypto policy can exclude the controller's client",
-    "sshd_use_approved_macs": "sshd crypto policy can exclude the controller's client",
-    "sshd_use_approved_kex_ordered_stig": "sshd crypto policy can exclude the controller's client",
-    "sshd_use_strong_ciphers": "sshd crypto policy can exclude the controller's client",
-    "sshd_use_strong_macs": "sshd crypto policy can exclude the controller's client",
-    "sshd_use_strong_kex": "sshd crypto policy can exclude the controller's client",
-    "configure_ssh_crypto_policy": "system crypto policy can exclude the controller's client",
-    "service_sshd_disabled": "stops the SSH server the controller uses",
-}
-
-#: Rules that cut off a controller that logs in as root (remote user ``root``).
-ROOT_LOGIN_RULES = frozenset({"sshd_disable_root_login", "sshd_disable_root_password_login"})
-
-#: Prefixes of short rule ids whose fix can drop the controller's network path.
-ACCESS_IMPACTING_PREFIXES = ("set_firewalld_default_zone", "set_nftables_", "set_iptables_default", "firewalld_sshd_")
-
-#: short-id patterns that no fix on a running host can satisfy -> environment kind.
-UNFIXABLE_ON_RUNNING_HOST = (
-    (re.compile(r"^kernel_config_"), "kernel_config"),
-    (re.compile(r"^partition_for_"), "partitioning"),
-)
 
 #: substrings of a failed task's message -> environment kind (the host, not the rule).
 ENVIRONMENT_SIGNATURES = (
@@ -97,23 +59,6 @@ def short_rule_id(rule_id: str) -> str:
     return rule_id[len(RULE_PREFIX):] if rule_id.startswith(RULE_PREFIX) else rule_id
 
 
-def access_impact(rule_id: str, remote_user: str | None) -> str | None:
-    """Why applying ``rule_id``'s fix can cut the controller off, or None if it cannot.
-
-    ``remote_user`` is the login user of the connection (``root`` makes the root-login
-    rules access-impacting; any other user makes them safe, as the controller does not
-    log in as root).
-    """
-    short = short_rule_id(rule_id)
-    if short in ACCESS_IMPACTING:
-        return ACCESS_IMPACTING[short]
-    if short in ROOT_LOGIN_RULES and (remote_user or "root") == "root":
-        return "the controller logs in as root and the fix disables root login"
-    if short.startswith(ACCESS_IMPACTING_PREFIXES):
-        return "a default-deny firewall can drop the controller's SSH connection"
-    return None
-
-
 #: paths whose change can cut the controller off (issue 7 item 1: sshd, PAM, sudoers,
 #: nsswitch, login.defs, accounts, network, firewall, crypto policy).
 ACCESS_PATHS = (
@@ -148,15 +93,6 @@ def touches_access(fqcn: str, args: dict, paths: t.Sequence[str], home: str | No
         name = str(args.get("name") or "").rsplit(".service", 1)[0]
         return name in ACCESS_UNITS
     return False
-
-
-def unfixable_kind(rule_id: str) -> str | None:
-    """The environment kind for a rule no fix can pass on a running host, else None."""
-    short = short_rule_id(rule_id)
-    for pattern, kind in UNFIXABLE_ON_RUNNING_HOST:
-        if pattern.search(short):
-            return kind
-    return None
 
 
 def environment_kind(message: str) -> str | None:

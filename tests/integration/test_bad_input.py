@@ -35,6 +35,14 @@ def test_unknown_names_stop_the_host_before_any_change(lab_host, lab_inventory, 
     assert login_defs() == before
 
 
+def test_an_unknown_skill_fails_naming_the_skills_there(lab_host, lab_inventory, tmp_path, login_defs, remediate):
+    before = login_defs()
+    proc = remediate(lab_inventory, lab_host.name, tmp_path, {"scapforge_skill": "stig-rhel8"})
+    assert proc.returncode != 0
+    assert "no skill named stig-rhel8: the collection has anssi-debian12, stig-rhel9" in proc.stdout
+    assert login_defs() == before
+
+
 def test_controller_content_that_differs_from_the_hosts_is_refused(lab, lab_host, lab_inventory, tmp_path, login_defs,
                                                                    remediate):
     changed = tmp_path / "other-ds.xml"

@@ -132,7 +132,6 @@ def test_sshd_disable_root_login(cat):
     assert rule.short_id == "sshd_disable_root_login"
     assert rule.title == "Disable SSH Root Login"
     assert rule.severity == "medium"
-    assert rule.category == "ssh"
     assert rule.group_path == ("services", "ssh", "ssh_server")
     assert rule.description.endswith("/etc/ssh/sshd_config:\nPermitRootLogin no")
     assert "  " not in rule.description and "<" not in rule.description
@@ -161,23 +160,8 @@ def test_description_with_values(cat):
     rule = cat.rule("accounts_umask_etc_login_defs")
     assert rule.description.endswith("to read as follows:\nUMASK [var_accounts_user_umask]")
     assert cat.describe(rule.id, "anssi_bp28_high").endswith("\nUMASK 077")
-    assert rule.category == "accounts"
     assert rule.platforms == ("#package_shadow-utils",)
     assert cat.rule("sshd_disable_root_login").platforms == ("#system_with_kernel",)  # its group's
-
-
-def test_categories(cat):
-    cats = {r.short_id: r.category for r in cat.rules.values()}
-    assert cats["service_auditd_enabled"] == "audit"
-    assert cats["sudo_remove_nopasswd"] == "sudo"
-    assert cats["sysctl_kernel_kptr_restrict"] == "kernel"
-    assert cats["kernel_config_acpi_custom_method"] == "kernel_config"
-    assert cats["accounts_passwords_pam_faillock_deny"] == "pam"
-    assert cats["file_permissions_etc_shadow"] == "permissions"
-    assert cats["rsyslog_files_permissions"] == "logging"
-    assert cats["package_telnet_removed"] == "services"
-    # no mapping: the deepest group's short id
-    assert cats["kernel_disable_entropy_contribution_for_solid_state_drives"] == "entropy"
 
 
 def test_requires_and_conflicts(cat):
@@ -373,7 +357,7 @@ def test_selection_rules_on_small_datastream():
     assert rule.identifiers["stig_id"] == ("XYZ-01-000001",) and rule.identifiers["cce"] == ("CCE-1234-5",)
     assert rule.description == "Set /etc/a to [v].\nline 1\nline 2"
     assert rule.requires == (ns + "rule_b", ns + "rule_c")
-    assert rule.severity == "high" and rule.category == "on"
+    assert rule.severity == "high" and rule.group_path[-1] == "on"
     assert rule.ansible_fix.complexity == "unknown" and rule.ansible_fix.reboot is False
     assert yaml.safe_load(cat.render_fix("a", "base")) == [{"name": "v", "set_fact": {"v": "9"}}]
     assert cat.expand_requires(["a"]) == [ns + "rule_a", ns + "rule_b", ns + "rule_c"]

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from ansible_collections.scapforge.remediation.plugins.plugin_utils import attempts as A
-from ansible_collections.scapforge.remediation.plugins.plugin_utils import context, prompts
+from ansible_collections.scapforge.remediation.plugins.plugin_utils import context, prompts, skills
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.catalog import Catalog
 
 
@@ -109,7 +109,7 @@ def test_vendor_fix_section_drops_tags_and_says_what_it_did(catalog):
 @pytest.mark.parametrize("skill", ["anssi-debian12", "stig-rhel9"])
 @pytest.mark.parametrize("agent", prompts.AGENTS)
 def test_every_skill_prompt_renders_with_the_sections(skill, agent):
-    prompt_set = prompts.PromptSet(prompts.skill_prompts_dir(skill))
+    prompt_set = prompts.PromptSet(skills.load_skill(skill).prompts_dir)
     sections = [context.Section("rule", "The rule", context.fence("Title: x", "content", "rule"))]
     system, user = prompt_set.render(agent, dict(BASE, sections=[s.as_dict() for s in sections]))
     assert system["role"] == "system" and user["role"] == "user"
@@ -120,7 +120,7 @@ def test_every_skill_prompt_renders_with_the_sections(skill, agent):
 
 
 def test_architect_modes_differ():
-    prompt_set = prompts.PromptSet(prompts.skill_prompts_dir("anssi-debian12"))
+    prompt_set = prompts.PromptSet(skills.load_skill("anssi-debian12").prompts_dir)
     plan = prompt_set.render("architect", dict(BASE, sections=[], mode="plan"))[0]["content"]
     review = prompt_set.render("architect", dict(BASE, sections=[], mode="review"))[0]["content"]
     assert '"verdict": "PLAN"' in plan and "CONTINUE" not in plan
@@ -131,22 +131,22 @@ def test_prompt_errors_name_the_file(tmp_path):
     bad = tmp_path / "worker.j2"
     bad.write_text("{% block system %}x{% endblock %}")
     with pytest.raises(prompts.PromptError, match="lacks the block\\(s\\) user"):
-        prompts.PromptSet(prompts.skill_prompts_dir("anssi-debian12"), {"worker": str(bad)})
+        prompts.PromptSet(skills.load_skill("anssi-debian12").prompts_dir, {"worker": str(bad)})
     bad.write_text("{% block system %}{{ rule.nope }}{% endblock %}{% block user %}u{% endblock %}")
-    prompt_set = prompts.PromptSet(prompts.skill_prompts_dir("anssi-debian12"), {"worker": str(bad)})
+    prompt_set = prompts.PromptSet(skills.load_skill("anssi-debian12").prompts_dir, {"worker": str(bad)})
     with pytest.raises(prompts.PromptError, match="worker.j2 failed to render: .*nope"):
         prompt_set.render("worker", dict(BASE, sections=[]))
     with pytest.raises(prompts.PromptError, match="unknown agents"):
-        prompts.PromptSet(prompts.skill_prompts_dir("anssi-debian12"), {"planner": str(bad)})
-    with pytest.raises(prompts.PromptError, match="no prompts directory"):
-        prompts.skill_prompts_dir("no-such-skill")
+        prompts.PromptSet(skills.load_skill("anssi-debian12").prompts_dir, {"planner": str(bad)})
+    with pytest.raises(skills.SkillError, match="no skill named no-such-skill: the collection has anssi-debian12, stig-rhel9"):
+        skills.load_skill("no-such-skill")
 
 
 def test_the_sandbox_refuses_reaching_python_internals(tmp_path):
     evil = tmp_path / "worker.j2"
     evil.write_text("{% block system %}{{ ''.__class__.__mro__[1].__subclasses__() }}{% endblock %}"
                     "{% block user %}u{% endblock %}")
-    prompt_set = prompts.PromptSet(prompts.skill_prompts_dir("anssi-debian12"), {"worker": str(evil)})
+    prompt_set = prompts.PromptSet(skills.load_skill("anssi-debian12").prompts_dir, {"worker": str(evil)})
     with pytest.raises(prompts.PromptError, match="unsafe|not safely"):
         prompt_set.render("worker", dict(BASE, sections=[]))
     assert os.path.isfile(prompt_set.sources["architect"])

@@ -1,6 +1,6 @@
 import pytest
 
-from ansible_collections.scapforge.remediation.plugins.plugin_utils import outcomes, safety
+from ansible_collections.scapforge.remediation.plugins.plugin_utils import outcomes, safety, skills
 
 
 def test_every_reason_maps_to_a_known_outcome():
@@ -45,13 +45,14 @@ def test_environment_reason_needs_a_slug():
     ],
 )
 def test_access_impact(rule, user, impacting):
-    assert (safety.access_impact(rule, user) is not None) is impacting
+    assert (skills.load_skill("anssi-debian12").access_impact(rule, user) is not None) is impacting
 
 
 def test_unfixable_and_environment_kinds():
-    assert safety.unfixable_kind("xccdf_org.ssgproject.content_rule_kernel_config_x86_vsyscall_none") == "kernel_config"
-    assert safety.unfixable_kind("partition_for_var_log_audit") == "partitioning"
-    assert safety.unfixable_kind("sysctl_kernel_dmesg_restrict") is None
+    skill = skills.load_skill("anssi-debian12")
+    assert skill.unfixable_kind("xccdf_org.ssgproject.content_rule_kernel_config_x86_vsyscall_none") == "kernel_config"
+    assert skill.unfixable_kind("partition_for_var_log_audit") == "partitioning"
+    assert skill.unfixable_kind("sysctl_kernel_dmesg_restrict") is None
     msg = "Missing privilege separation directory: /run/sshd"
     assert safety.environment_kind(msg) == "sshd_privsep_dir_missing"
     assert safety.environment_kind("sysctl: setting key \"kernel.x\": Read-only file system") == "read_only_filesystem"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.scapforge.remediation.plugins.plugin_utils import answers
+from ansible_collections.scapforge.remediation.plugins.plugin_utils import answers, skills
 from ansible_collections.scapforge.remediation.plugins.plugin_utils import attempts as A
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.agent_loop import WorkerPhase
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.agents import Reply
@@ -54,6 +54,7 @@ class FakeLoop:
         self.runner = self
         self.memory = None
         self.parent = ParentWatch()
+        self.skill = skills.load_skill("anssi-debian12")
 
     def out_of_budget(self):
         return False
@@ -100,10 +101,13 @@ class FakeAgents:
     def __init__(self, script):
         self.script = {k: list(v) for k, v in script.items()}
         self.calls = []
+        self.variables = []  # the template variables of each call
+        self.base = {"host": {"os": "Debian 12", "virtualization": "guest container", "user": "scapforge"}}
 
     def ask(self, agent, rule, attempt, sections, skipped=(), variables=None):
         key = agent if agent != "architect" else "architect_" + variables["mode"]
         self.calls.append(key)
+        self.variables.append(variables)
         answer = self.script[key].pop(0)
         if isinstance(answer, Exception):
             raise answer

@@ -332,7 +332,7 @@ PATTERNS: tuple[Pattern, ...] = (
 )
 PATTERNS_BY_SLUG = {p.slug: p for p in PATTERNS}
 
-#: caution texts per environment kind (safety.ENVIRONMENT_SIGNATURES, UNFIXABLE_ON_RUNNING_HOST);
+#: caution texts per environment kind (safety.ENVIRONMENT_SIGNATURES, a skill's unfixable_on_running_host);
 #: ``{virt}`` is the fingerprint's virtualization.
 ENVIRONMENT_TEXTS = {
     "read_only_proc_sys": ("a fix sets kernel parameters (sysctl) on this {virt} host",
