@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import time
 import typing as t
 
@@ -216,6 +217,7 @@ class RemediationLoop:
             except health.HealthError as exc:
                 raise LoopError("unhealthy_before", "the health baseline cannot be taken: %s" % exc) from None
             self.events.emit("health_baseline", failing=self.baseline.failing)
+        self.frozen = [] if self.check_mode else self._frozen_until_reboot()
         selected = set(self.profile.selected_rules)
         scope = self.catalog.expand_requires(self.scope) if self.scope else []
         outside = [r for r in scope if r not in selected]
@@ -257,6 +259,28 @@ class RemediationLoop:
             llm={"endpoint": llm.base_url, "model": llm.model} if self.worker.agents is not None else None,
             budget=dataclasses.asdict(self.opts.budget),
         )
+
+    def _frozen_until_reboot(self) -> list[dict]:
+        """The skill's ``frozen_until_reboot`` probes that hold on this host now (one command
+        each, with become): a rule they name that passes waits for a reboot. A probe that fails
+        to run holds nothing (a container may not read the kernel's audit status)."""
+        held = []
+        for probe in self.skill.frozen_probes:
+            try:
+                res = self.action._low_level_execute_command(probe["command"], sudoable=True)
+            except AnsibleError as exc:
+                res = {"rc": None, "stdout": "", "stderr": str(exc)}
+            said = (res.get("stdout") or "").replace("\r\n", "\n")  # a become through a pty says \r\n
+            holds = res.get("rc") == 0 and re.search(probe["pattern"], said, re.M) is not None
+            self.events.emit("frozen_probe", command=probe["command"], rc=res.get("rc"), holds=holds,
+                             said=((res.get("stdout") or "") + (res.get("stderr") or "")).strip()[-300:])
+            if holds:
+                held.append(probe)
+        return held
+
+    def _frozen(self, rule_id: str) -> dict | None:
+        short = safety.short_rule_id(rule_id)
+        return next((p for p in self.frozen if re.search(p["rules"], short)), None)
 
     def _classify_failure(self, rule_id: str, message: str) -> str | None:
         """The skill's ``classify_failure`` hook: an environment kind for a failed fix, or None."""
@@ -484,6 +508,10 @@ class RemediationLoop:
                 self.events.emit("verify", rule=entry.item.short_id, attempt=entry.attempt.number, result=value,
                                  batch=shorts)
                 self.runner.judge(entry.item, entry.attempt, value, evidence.get(entry.item.rule), entry.reboot)
+                frozen = self._frozen(entry.item.rule) if entry.attempt.verdict == A.PASSED else None
+                if frozen:  # case audit-immutable-last: on disk, not loaded until a reboot
+                    entry.attempt.verdict, entry.attempt.reason = A.INEFFECTIVE, "reboot_required"
+                    entry.attempt.say("its lines are on disk; %s" % frozen.get("why", "loaded only after a reboot"))
         self._roll_back_batch(applied)
         for entry in applied:
             self.runner.close(entry.item, entry.attempt)

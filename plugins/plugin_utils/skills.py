@@ -88,6 +88,12 @@ SCHEMA: dict = {
         },
         "unfixable_on_running_host": _STR_MAP,  # regex on the short rule id -> environment kind
         "reboot_required": _STR_LIST,
+        # while `command` (run once per host, with become) prints a line matching `pattern`, a
+        # rule matching `rules` that passes has its lines on disk but not loaded: reboot_required
+        "frozen_until_reboot": {"type": "array", "items": {
+            "type": "object", "additionalProperties": False, "required": ["rules", "command", "pattern"],
+            "properties": {"rules": {"type": "string"}, "command": {"type": "string", "minLength": 1},
+                           "pattern": {"type": "string"}, "why": {"type": "string"}}}},
         # short rule id -> a task file in the skill's directory run instead of the content's fix
         "fixes": {"type": "object", "additionalProperties": {"type": "string", "pattern": "^[^/].*\\.ya?ml$"}},
         "modules": _STR_LIST,
@@ -227,6 +233,13 @@ class Skill:
         the fix's own XCCDF ``reboot`` attribute)."""
         return _short(rule_id) in (self.data.get("reboot_required") or ())
 
+    @property
+    def frozen_probes(self) -> list[dict]:
+        """``frozen_until_reboot`` entries: {rules (regex on the short id), command, pattern
+        (regex, multiline), why}. Source: case audit-immutable-last (`-e 2` loaded: the kernel
+        refuses audit rule changes until a reboot)."""
+        return [dict(p) for p in self.data.get("frozen_until_reboot") or ()]
+
     def runs_last(self, rule_id: str) -> bool:
         """True for a rule of ``ordering.last``: applied after every other fix of the run."""
         return _short(rule_id) in ((self.data.get("ordering") or {}).get("last") or ())
@@ -308,6 +321,13 @@ def _validate(path: str, name: str, data: dict) -> None:
             re.compile(pattern)
         except re.error as exc:
             raise SkillError("%s: unfixable_on_running_host.%s: not a regular expression: %s" % (path, pattern, exc)) from None
+    for index, probe in enumerate(data.get("frozen_until_reboot") or ()):
+        for key in ("rules", "pattern"):
+            try:
+                re.compile(probe[key])
+            except re.error as exc:
+                raise SkillError("%s: frozen_until_reboot.%d.%s: not a regular expression: %s"
+                                 % (path, index, key, exc)) from None
     allowed = (data.get("categories") or {}).get("allowed")
     if allowed:
         for key in ("groups", "rules"):

@@ -68,3 +68,27 @@ def test_a_second_run_changes_nothing_in_etc_audit(runs):
     assert second["report"]["before"].get("fail", 0) <= first["report"]["after"].get("fail", 0)
     assert "audit_rules_immutable" not in second["report"]["rules"]  # passes at baseline: not worked
     assert second["after"] == second["before"] == first["after"]
+
+
+def test_audit_rules_on_disk_wait_for_a_reboot_while_the_kernel_rules_are_immutable(lab, lab_host, lab_inventory,
+                                                                                    tmp_path, remediate):
+    """The last clause of the case: with `-e 2` loaded the kernel refuses new audit rules, so a
+    rule whose lines are now on disk is deferred/reboot_required, not remediated. A container
+    shares the machine's kernel, whose audit state a test must never change: a stand-in
+    auditctl (first on sudo's secure_path) reports "enabled 2" as a frozen kernel would."""
+    host = lab.reset([lab_host.name])[0]
+    host.ssh("printf '#!/bin/sh\\necho enabled 2\\necho failure 1\\n' | sudo tee /usr/local/sbin/auditctl >/dev/null"
+             " && sudo chmod 0755 /usr/local/sbin/auditctl")
+    proc = remediate(lab_inventory, host.name, tmp_path, {"scapforge_rules": [
+        "package_audit_installed", "audit_rules_dac_modification_chmod", "audit_rules_immutable"]})
+    assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-3000:]
+    report = json.loads((tmp_path / "latest" / "summary.json").read_text())["hosts"][host.name]
+    events = [json.loads(line) for line in (tmp_path / "latest" / "events.jsonl").read_text().splitlines()]
+    assert [(e["data"]["command"], e["data"]["holds"]) for e in events if e["event"] == "frozen_probe"] == [
+        ("auditctl -s", True)], [e for e in events if e["event"] == "frozen_probe"]
+    chmod = report["rules"]["audit_rules_dac_modification_chmod"]
+    assert (chmod["outcome"], chmod["reason"]) == ("deferred", "reboot_required")
+    assert "auditctl -s says enabled 2" in chmod["detail"]
+    assert "chmod" in host.ssh("sudo cat /etc/audit/rules.d/perm_mod.rules").stdout  # on disk, not undone
+    immutable = report["rules"]["audit_rules_immutable"]
+    assert (immutable["outcome"], immutable["reason"]) == ("remediated", "verified")
