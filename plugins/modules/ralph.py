@@ -207,7 +207,7 @@ options:
         cleanly ends C(deferred) with reason C(reboot_required) (it is not rolled back).
       - With V(true), after the Worker phase and before the final scan, the host is rebooted once
         (C(ansible.builtin.reboot), up to 600 seconds to come back) and exactly those rules are
-        verified again in one OpenSCAP call: C(remediated)/C(verified_after_reboot) when they pass,
+        verified again in one OpenSCAP call, C(remediated)/C(verified_after_reboot) when they pass,
         C(escalated)/C(fix_ineffective_after_reboot) when they still fail. A host that does not
         come back is stopped. Never in check mode.
       - With V(false) they stay deferred, and the host report's C(reboot_required) lists them.

@@ -148,3 +148,31 @@ def test_a_failed_verification_after_the_reboot_is_a_verify_error():
     loop._settle_deferred()
     assert {o.reason for r, o in loop.outcomes.items() if r != R + "c"} == {"verify_error"}
     assert loop.stopped is None
+
+
+def test_allow_reboot_flows_from_the_role_to_the_loop_as_deadman_seconds_does():
+    import ast
+    import pathlib
+
+    import yaml
+
+    root = pathlib.Path(__file__).resolve().parents[2]
+
+    def constants(path):  # module-level literals, read without importing the plugin
+        tree = ast.parse((root / path).read_text())
+        return {n.targets[0].id: ast.literal_eval(n.value) for n in tree.body
+                if isinstance(n, ast.Assign) and isinstance(n.targets[0], ast.Name)
+                and n.targets[0].id in ("DOCUMENTATION", "ARGUMENT_SPEC", "_PASSED_AS_IS")}
+
+    action, module = constants("plugins/action/ralph.py"), constants("plugins/modules/ralph.py")
+    docs = yaml.safe_load(module["DOCUMENTATION"])["options"]
+    assert set(docs) == set(action["ARGUMENT_SPEC"])  # the documentation parses and names every option
+    assert docs["allow_reboot"]["default"] is False and action["ARGUMENT_SPEC"]["allow_reboot"]["default"] is False
+    assert "allow_reboot" in action["_PASSED_AS_IS"] and LoopOptions(datastream="d", profile="p").allow_reboot is False
+    role = root / "roles" / "remediate"
+    assert yaml.safe_load((role / "defaults" / "main.yml").read_text())["scapforge_allow_reboot"] is False
+    spec = yaml.safe_load((role / "meta" / "argument_specs.yml").read_text())["argument_specs"]["main"]["options"]
+    assert spec["scapforge_allow_reboot"]["default"] is False
+    ralph = next(t for t in yaml.safe_load((role / "tasks" / "main.yml").read_text())
+                 if "block" in t for t in t["block"] if "scapforge.remediation.ralph" in t)
+    assert ralph["scapforge.remediation.ralph"]["allow_reboot"] == "{{ scapforge_allow_reboot }}"
