@@ -3,7 +3,8 @@
 Each host is a booted container (systemd is PID 1 inside, sshd runs as a service) on an
 overlayfs root: the lower layer is one cached debootstrap root (never written after the
 build), the upper layer is the host's own and is wiped on every start, so a reset to
-baseline is: stop, wipe the upper layer, boot. Ansible reaches a host over SSH at its own
+baseline is: stop, wipe the upper layer, boot. A ``reboot`` inside a host boots it again on
+the same upper layer (lab/nspawn_supervise.py). Ansible reaches a host over SSH at its own
 address as the non-root user ``scapforge`` with passwordless sudo, like a production host.
 
 Layout under the lab home (``$SCAPFORGE_LAB_HOME``, default ``/var/lib/scapforge-lab``)::
@@ -14,7 +15,7 @@ Layout under the lab home (``$SCAPFORGE_LAB_HOME``, default ``/var/lib/scapforge
                             ssg-rhel9-ds.xml (from ssg-nondebian, whose .deb is not kept)
     keys/id_ed25519[.pub]   the controller's SSH key pair for the lab
     hosts/labN/             upper/ work/ merged/ console.log tinyproxy.conf tinyproxy.log
-    state/labN.json         pid of the nspawn process, pid of its proxy, addresses
+    state/labN.json         pid of the host's nspawn supervisor, pid of its proxy, addresses
 
 Network: host ``labN`` (N in 1..254) owns ``10.87.N.0/30``; the controller side ``ve-labN``
 is ``10.87.N.1``, the container's ``host0`` is ``10.87.N.2``. No route leaves the /30, so
@@ -41,6 +42,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 import uuid
@@ -54,6 +56,8 @@ VARIANT = "minbase"
 INCLUDE = ("python3", "python3-apt", "sudo", "openssh-server", "linux-base",
            "openscap-scanner", "systemd", "systemd-sysv", "dbus", "iproute2")
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
+#: runs each host's nspawn and boots it again after a reboot inside (exit status 133).
+SUPERVISOR = Path(__file__).resolve().parent / "nspawn_supervise.py"
 
 SSG_VERSION = "0.1.76-1"
 SSG_POOL_URL = "http://deb.debian.org/debian/pool/main/s/scap-security-guide/"
@@ -101,7 +105,8 @@ class LabHost:
         user: the SSH user (``scapforge``, passwordless sudo).
         key_path: the private key that user accepts.
         root: the merged overlay directory the container runs on (a controller path).
-        pid: PID of the ``systemd-nspawn`` process.
+        pid: PID of the process that runs the host's ``systemd-nspawn`` (lab/nspawn_supervise.py,
+            which boots it again after a reboot inside; its command line holds nspawn's).
         proxy_url: the apt proxy URL the host uses (``http://<host_address>:<port>``).
         proxy_pid: PID of the host's tinyproxy, or None.
     """
@@ -291,6 +296,24 @@ def _stop_pid(pid, must_contain, timeout):
             return
         time.sleep(0.1)
     raise LabError("pid %d did not exit after SIGKILL" % pid)
+
+
+def _children(pid):
+    """PIDs (list of int) whose parent is ``pid`` (int or None), from /proc."""
+    if not pid:
+        return []
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % entry) as handle:
+                ppid = int(handle.read().rsplit(")", 1)[1].split()[1])
+        except (FileNotFoundError, ProcessLookupError, IndexError, ValueError):
+            continue
+        if ppid == pid:
+            found.append(int(entry))
+    return found
 
 
 def _tail(path, lines=30):
@@ -667,7 +690,11 @@ class Lab:
                 state = json.loads(self._state_path(name).read_text())
             hostdir = self.hosts_dir / name
             if state:
-                _stop_pid(state.get("pid"), ("systemd-nspawn", state.get("root", "?")), 60)
+                marks = ("systemd-nspawn", state.get("root", "?"))
+                nspawns = [pid for pid in _children(state.get("pid")) if pid_alive(pid, marks)]
+                _stop_pid(state.get("pid"), marks, 60)
+                for pid in nspawns:  # the supervisor passes SIGTERM on; if it was killed, nspawn is left
+                    _stop_pid(pid, marks, 60)
                 proc = self._procs.pop(name, None)
                 if proc is not None:
                     with contextlib.suppress(Exception):
@@ -698,8 +725,13 @@ class Lab:
         proxy_url = "http://%s:%d" % (host_address, PROXY_PORT)
         self._write_host_files(merged, name, address, host_address, proxy_url)
         console = open(str(hostdir / "console.log"), "wb")
-        argv = [_tool("systemd-nspawn"), "--register=no", "--keep-unit", "-D", str(merged), "-b",
-                "--network-veth", "-M", name, "--console=read-only"]
+        veth, ip = "ve-" + name, _tool("ip")
+        nspawn = [_tool("systemd-nspawn"), "--register=no", "--keep-unit", "-D", str(merged), "-b",
+                  "--network-veth", "-M", name, "--console=read-only"]
+        # The recorded pid is the supervisor's: it boots the host again after a reboot inside
+        # (nspawn exits 133) and its command line holds nspawn's, so hosts() and stop() know it.
+        argv = [sys.executable, str(SUPERVISOR), "--veth", veth, "--address", host_address + "/30",
+                "--ip", ip, "--", *nspawn]
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=console,
                                 stderr=subprocess.STDOUT, start_new_session=True, close_fds=True)
         console.close()
@@ -709,7 +741,6 @@ class Lab:
                  "proxy_url": proxy_url, "proxy_pid": None, "started": time.time()}
         self.state_dir.mkdir(parents=True, exist_ok=True)
         _write_atomic(self._state_path(name), json.dumps(state, indent=1))
-        veth = "ve-" + name
         deadline = time.monotonic() + 20
         while not os.path.exists("/sys/class/net/" + veth):
             if proc.poll() is not None or time.monotonic() > deadline:
@@ -717,7 +748,6 @@ class Lab:
                                % (name, "exited %s" % proc.returncode if proc.poll() is not None
                                   else "still running", veth, _tail(hostdir / "console.log")))
             time.sleep(0.05)
-        ip = _tool("ip")
         _run([ip, "addr", "add", host_address + "/30", "dev", veth])
         _run([ip, "link", "set", veth, "up"])
         state["proxy_pid"] = self._start_proxy(name, hostdir, host_address, subnet)

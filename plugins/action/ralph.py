@@ -57,6 +57,7 @@ ARGUMENT_SPEC = {
     "allow_controller": {"type": "bool", "default": False},
     "health_commands": {"type": "list", "elements": "str", "default": []},
     "deadman_seconds": {"type": "int", "default": 600},
+    "allow_reboot": {"type": "bool", "default": False},
     "checkpoint_provider": {"type": "str", "default": "files", "choices": ["files", "command", "lab"]},
     "checkpoint_options": {"type": "dict", "default": {}},
 }
@@ -67,7 +68,7 @@ _PASSED_AS_IS = (
     "datastream", "profile", "datastream_src", "trusted_sha256", "rules", "skip_rules",
     "allow_access_impacting", "health_check", "rescan", "time_budget", "verify_batch", "skill",
     "skill_description", "memory_path", "memory_retry", "allow_controller", "health_commands",
-    "deadman_seconds", "checkpoint_provider", "checkpoint_options",
+    "deadman_seconds", "allow_reboot", "checkpoint_provider", "checkpoint_options",
 )
 
 

@@ -205,6 +205,18 @@ options:
         and cancels it. 0 turns the switch off.
     type: int
     default: 600
+  allow_reboot:
+    description:
+      - A vendor fix whose XCCDF metadata says C(reboot) and whose rule still fails once it ran
+        cleanly ends C(deferred) with reason C(reboot_required) (it is not rolled back).
+      - With V(true), after the Worker phase and before the final scan, the host is rebooted once
+        (C(ansible.builtin.reboot), up to 600 seconds to come back) and exactly those rules are
+        verified again in one OpenSCAP call, C(remediated)/C(verified_after_reboot) when they pass,
+        C(escalated)/C(fix_ineffective_after_reboot) when they still fail. A host that does not
+        come back is stopped. Never in check mode.
+      - With V(false) they stay deferred, and the host report's C(reboot_required) lists them.
+    type: bool
+    default: false
   checkpoint_provider:
     description:
       - How an attempt is saved and undone. C(files) (default) saves on the host every file its tasks

@@ -267,6 +267,18 @@ def judge(refused: str | None, report: dict | None, healthy: bool | None, result
     return NO_EFFECT, "no_effect"
 
 
+def after_reboot_reason(result: str | None) -> str:
+    """The final reason code of a rule deferred for a reboot, from its OpenSCAP result after
+    the host rebooted (``result``: oscap's value, or ``missing``, ``scan_failed``,
+    ``scanner_crash``, None): ``verified_after_reboot`` for pass, ``fix_ineffective_after_reboot``
+    for fail, ``scanner_crash`` when oscap died, else ``verify_error``."""
+    if result == "pass":
+        return "verified_after_reboot"
+    if result == "fail":
+        return "fix_ineffective_after_reboot"
+    return "scanner_crash" if result == "scanner_crash" else "verify_error"
+
+
 def needs_rollback(attempt: Attempt) -> bool:
     """True when the attempt must be undone: it did not pass, is not waiting for a reboot,
     was not undone already (an unhealthy one is, at once), and its checkpoint holds

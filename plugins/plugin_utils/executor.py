@@ -40,6 +40,8 @@ _CONDITIONAL_KEYS = ('when', 'failed_when', 'changed_when')
 # Keywords accepted by the gate but not handed to Ansible's Task loader: tags are ignored;
 # become is the host's (the action's connection already carries its become plugin).
 _STRIPPED_KEYWORDS = ('tags', 'become')
+#: actions only the loop itself runs (``TaskListExecutor.run_loop_action``), never a fix.
+LOOP_ACTIONS = frozenset({'ansible.builtin.reboot'})
 
 
 @dataclasses.dataclass
@@ -202,6 +204,28 @@ class TaskListExecutor:
             if not self._run_block(block, run_vars, report):
                 break
         return report
+
+    def run_loop_action(self, name: str, args: dict, task_name: str = '') -> dict:
+        """Run one action the loop itself decides on between fixes (``LOOP_ACTIONS``: the
+        reboot of deferred fixes), with the same handler choice, connection, become and
+        check-mode handling as a fix's task. Fixes may never run these (the gate's
+        ``DENIED_MODULES``); this is the only way in, and it takes no task list.
+
+        name: the action's FQCN; args: its arguments (plain data, never templated text from
+        content or a model). Returns the action's result dict (``failed``/``unreachable``
+        set when it failed). Raises ValueError for an action outside ``LOOP_ACTIONS``.
+        """
+        if name not in LOOP_ACTIONS:
+            raise ValueError('%r is not an action the loop runs itself (%s)' % (name, ', '.join(sorted(LOOP_ACTIONS))))
+        ds = {'name': task_name or name, name: dict(args)}
+        try:
+            block = Block.load({'block': [ds], 'ignore_errors': False}, play=self._play(), loader=self._loader)
+        except AnsibleError as ex:
+            return dict(failed=True, changed=False, msg=task_gate._error_text(ex))
+        run_vars = dict(self._task_vars)
+        result = self._execute_once(block.block[0], dict(run_vars), run_vars)
+        result.pop('_scapforge_not_run', None)
+        return result
 
     # ----------------------------------------------------------------- preparation
     def _play(self):

@@ -16,7 +16,9 @@ Runs inside the ``scapforge.remediation.ralph`` action plugin on the controller:
 5. the Worker phase (``agent_loop.WorkerPhase``): what the vendor fixes left failing, and
    the rules without one, go to the Architect, Worker and Reflector, attempt after attempt;
    without an LLM endpoint they end with the vendor attempt's reason or ``llm_unavailable``;
-6. the final scan gives the ``after`` counts and the regressions (pass before, not after).
+6. deferred fixes (reboot-marked, ran cleanly, still failing: decision 4): with
+   ``allow_reboot`` the host reboots once and those rules are verified again;
+7. the final scan gives the ``after`` counts and the regressions (pass before, not after).
 
 Everything a human needs later goes to the run's ``events.jsonl`` and the host's JSON file.
 """
@@ -59,6 +61,10 @@ from ansible_collections.scapforge.remediation.plugins.plugin_utils.tailoring im
 NOT_WORK = ("error", "unknown", "notchecked")
 #: where checkpoints live on the target, one directory per run.
 CHECKPOINT_ROOT = "/var/lib/scapforge/checkpoints"
+#: the action that reboots a host for its deferred fixes, and the seconds it may take to come
+#: back (ansible.builtin.reboot's reboot_timeout; its own default is 600 too).
+REBOOT_ACTION = "ansible.builtin.reboot"
+REBOOT_TIMEOUT = 600
 
 
 @dataclasses.dataclass
@@ -97,6 +103,7 @@ class LoopOptions:
     allow_controller: bool = False
     health_commands: list[str] = dataclasses.field(default_factory=list)
     deadman_seconds: int = 600
+    allow_reboot: bool = False
     checkpoint_provider: str = "files"
     checkpoint_options: dict = dataclasses.field(default_factory=dict)
 
@@ -133,8 +140,10 @@ class RemediationLoop:
     host, run_id, profile, content {sha256, benchmark_version, oscap_version}, check_mode,
     llm {endpoint, model, tokens} (null without one), before/after counts by result (after
     null when the host stopped or in check mode), outcomes {"outcome/reason": n},
-    regressions, picked_up_by_rescan, not_work_items, still_failing, stopped, seconds (wall
-    time), rules {short id: RuleOutcome dict, with attempt_log}."""
+    regressions, picked_up_by_rescan, not_work_items, still_failing, reboot_required (short
+    ids still deferred for a reboot, [] when none), rebooted (the reboot of deferred fixes:
+    {rules, seconds, ok, detail}, null when none), stopped, seconds (wall time),
+    rules {short id: RuleOutcome dict, with attempt_log}."""
 
     def __init__(self, action, task_vars: dict, opts: LoopOptions, check_mode: bool) -> None:
         self.action = action
@@ -157,6 +166,7 @@ class RemediationLoop:
         self.progress = Progress(opts.run_dir, self.host)
         self.resume = self.progress.load()
         self.interrupted: list[dict] = []
+        self.rebooted: dict | None = None  # the reboot of deferred fixes: rules, seconds, ok, detail
 
     @property
     def changed(self) -> bool:
@@ -647,13 +657,124 @@ class RemediationLoop:
             self._work(self._access_last(self.skill.order(picked_up + held)))
         worked_by_agents = bool(self.queue) and self.worker.agents is not None
         self._work_queue()
-        if final is not None and (picked_up or held or worked_by_agents):
+        self._settle_deferred()
+        if final is not None and (picked_up or held or worked_by_agents or self.rebooted):
             final = self._scan_after("final") or final  # a stopped host keeps the rescan's counts
         if final is not None:
             self._mark_regressed(final.get("rules", {}))
         self._close_checkpoints()
         memory = self.memory.close() if self.memory is not None else None
         return self._report(baseline, final, picked_up, memory)
+
+    # -- deferred fixes (DESIGN decision 4) ------------------------------------------------
+    def _settle_deferred(self) -> None:
+        """Give the rules deferred for a reboot their final outcome, when the user allows a
+        reboot (``allow_reboot``), not in check mode and on a host not stopped: reboot the
+        host once (:meth:`_reboot`), then verify exactly those rules again in one oscap call
+        (:meth:`_verify_after_reboot`). Without the permission they stay ``deferred`` and the
+        report's ``reboot_required`` lists them. A host that does not come back is stopped and
+        its rules stay deferred. Then the skill's ``resolve_deferred`` hook may settle the
+        rules still deferred (:meth:`_resolve_deferred_by_skill`)."""
+        rules = outcomes.deferred_for_reboot(self.outcomes)
+        if not rules:
+            return
+        if self.opts.allow_reboot and not self.check_mode and not self.stopped:
+            self.parent.check()
+            problem = self._reboot(rules)
+            if problem:
+                self._stop("the reboot for the deferred fixes (%s) failed: %s"
+                           % (", ".join(safety.short_rule_id(r) for r in rules), problem))
+            else:
+                self._verify_after_reboot(rules)
+        self._resolve_deferred_by_skill()
+
+    def _resolve_deferred_by_skill(self) -> None:
+        """Ask the skill's ``resolve_deferred(rule_ids, results)`` hook (short ids; {short id:
+        last OpenSCAP result}) about the rules still deferred; each {short id: reason code}
+        it returns for one of them replaces the outcome (attempts kept). An unknown rule or
+        reason code, a non-dict answer or a raising hook changes nothing (event
+        ``hook_failed`` for the last two)."""
+        rules = outcomes.deferred_for_reboot(self.outcomes)
+        if not rules or self.skill.hook("resolve_deferred") is None:
+            return
+        log = lambda **kw: self.events.emit("hook_failed", **kw)  # noqa: E731
+        shorts = {safety.short_rule_id(r): r for r in rules}
+        results = {short: (self.items[rule].attempts[-1].result if rule in self.items and self.items[rule].attempts
+                           else None) for short, rule in shorts.items()}
+        said = self.skill.call_hook("resolve_deferred", list(shorts), results, log=log)
+        if said is None:
+            return
+        if not isinstance(said, dict):
+            log(name="resolve_deferred", error="returned %s, not a dict" % type(said).__name__)
+            return
+        for short, reason in said.items():
+            try:
+                valid = short in shorts and outcomes.outcome_for(str(reason)) is not None
+            except ValueError:
+                valid = False
+            if not valid:
+                log(name="resolve_deferred", error="ignored %r: %r" % (short, reason))
+                continue
+            old = self.outcomes[shorts[short]]
+            self._finish(shorts[short], str(reason), attempts=old.attempts, modules=old.modules,
+                         changed_tasks=old.changed_tasks, attempt_log=old.attempt_log, lessons_shown=old.lessons_shown,
+                         side_effects=old.side_effects, detail="settled by the skill's resolve_deferred hook")
+
+    def _reboot(self, rules: list[str]) -> str | None:
+        """Reboot the host with ``ansible.builtin.reboot`` on the action's own connection (the
+        executor's handler, as a fix's task runs), wait up to REBOOT_TIMEOUT s for it to answer
+        again; emit ``reboot`` (rules, seconds, ok, detail) and keep it in ``self.rebooted``.
+        Returns None once the host is back, else why it is not (str)."""
+        started = time.monotonic()
+        executor = TaskListExecutor(self.action, self.task_vars, trusted=False)
+        try:
+            result = executor.run_loop_action(
+                REBOOT_ACTION, {"reboot_timeout": REBOOT_TIMEOUT,
+                                "msg": "scapforge: reboot for deferred fixes (run %s)" % (self.opts.run_id or "adhoc")},
+                task_name="Reboot for the deferred fixes")
+        except AnsibleError as exc:
+            result = {"failed": True, "msg": str(exc)}
+        ok = not result.get("failed") and not result.get("unreachable") and bool(result.get("rebooted"))
+        detail = "" if ok else str(result.get("msg") or "the reboot action did not report a reboot")[-500:]
+        self.rebooted = {"rules": [safety.short_rule_id(r) for r in rules],
+                         "seconds": round(time.monotonic() - started, 1), "ok": ok, "detail": detail}
+        self.events.emit("reboot", **self.rebooted)
+        return None if ok else detail
+
+    def _verify_after_reboot(self, rules: list[str]) -> None:
+        """Evaluate ``rules`` (with the rules they require, decision 6) in ONE oscap call and
+        give each its final outcome from its own result (``attempts.after_reboot_reason``). A
+        verification that cannot reach the host stops it (the rules get verify_error)."""
+        batch = self.catalog.expand_requires(rules)
+        shorts = [safety.short_rule_id(r) for r in batch]
+        try:
+            result = self.scanner.scan(batch)
+        except AnsibleError as exc:
+            result = {"failed": True, "error_kind": "connection", "msg": str(exc)[-300:]}
+        if result.get("failed"):
+            kind = result.get("error_kind", "oscap_error")
+            self.events.emit("verify", label="after_reboot", failed=True, error_kind=kind, msg=result.get("msg"),
+                             batch=shorts)
+            values = dict.fromkeys(rules, "scanner_crash" if kind in CRASH_KINDS else "scan_failed")
+        else:
+            values = {r: result.get("rules", {}).get(r, "missing") for r in rules}
+        for rule in rules:
+            if not result.get("failed"):
+                self.events.emit("verify", rule=safety.short_rule_id(rule), label="after_reboot", result=values[rule],
+                                 batch=shorts)
+            self._finish_after_reboot(rule, values[rule])
+        if result.get("error_kind") == "connection":
+            self._stop("verification after the reboot failed: %s" % result.get("msg"))
+
+    def _finish_after_reboot(self, rule_id: str, value: str) -> None:
+        """Replace a deferred outcome by its final one; the attempts and their log stay."""
+        old = self.outcomes[rule_id]
+        reason = A.after_reboot_reason(value)
+        detail = "the fix's metadata says reboot; after the reboot (%s s) OpenSCAP reports %s" % (
+            self.rebooted["seconds"], value)
+        self._finish(rule_id, reason, attempts=old.attempts, modules=old.modules, changed_tasks=old.changed_tasks,
+                     attempt_log=old.attempt_log, lessons_shown=old.lessons_shown, side_effects=old.side_effects,
+                     detail=detail)
 
     def _resume(self) -> dict:
         """Continue an interrupted run of this run id (issue 7, "Resume"): keep the outcomes
@@ -764,6 +885,8 @@ class RemediationLoop:
             "picked_up_by_rescan": sorted(safety.short_rule_id(r) for r in picked_up),
             "not_work_items": {k: v for k, v in not_work.items() if v},
             "still_failing": sorted(safety.short_rule_id(r) for r, v in after.items() if v == "fail"),
+            "reboot_required": sorted(safety.short_rule_id(r) for r in outcomes.deferred_for_reboot(self.outcomes)),
+            "rebooted": self.rebooted,
             "stopped": self.stopped,
             "seconds": round(time.monotonic() - self.started, 1),
             "rules": {safety.short_rule_id(r): o.to_dict() for r, o in sorted(self.outcomes.items())},

@@ -22,6 +22,8 @@ OUTCOMES = (REMEDIATED, ESCALATED, SKIPPED, DEFERRED)
 #: README.md's table shows the same list (tests/unit/test_outcomes_safety.py compares them).
 REASONS: dict[str, tuple[str, str]] = {
     "verified": (REMEDIATED, "the fix ran and OpenSCAP now reports pass for the rule"),
+    "verified_after_reboot": (REMEDIATED, "the fix's metadata says reboot; after the host rebooted "
+                                          "(allow_reboot) OpenSCAP reports pass"),
     "llm_unavailable": (ESCALATED, "the content has no Ansible fix for the rule and no LLM endpoint is configured "
                                    "for a Worker to write one"),
     "llm_error": (ESCALATED, "the LLM endpoint failed (connection, timeout, HTTP error) after its retries, "
@@ -30,6 +32,8 @@ REASONS: dict[str, tuple[str, str]] = {
                                "banned pattern, unusable model answer)"),
     "fix_failed": (ESCALATED, "a task of the last fix failed on the host (it was rolled back)"),
     "fix_ineffective": (ESCALATED, "the last fix changed the host but OpenSCAP still reports fail (it was rolled back)"),
+    "fix_ineffective_after_reboot": (ESCALATED, "the fix's metadata says reboot; the host rebooted (allow_reboot) "
+                                                "and OpenSCAP still reports fail (the fix stays applied)"),
     "no_effect": (ESCALATED, "the last fix changed nothing and OpenSCAP still reports fail"),
     "verify_error": (ESCALATED, "after the fix OpenSCAP gives the rule no pass or fail (error, unknown, "
                                 "notapplicable, no result), or the verification scan itself failed"),
@@ -55,7 +59,8 @@ REASONS: dict[str, tuple[str, str]] = {
     "host_stopped": (SKIPPED, "not attempted: the host was stopped earlier in the run (the report's stopped says why)"),
     "check_mode": (SKIPPED, "check mode: the fix was planned, not applied"),
     "budget": (SKIPPED, "not attempted: the run's time budget was spent"),
-    "reboot_required": (DEFERRED, "the fix is applied and its metadata says reboot; the rule still fails until a reboot"),
+    "reboot_required": (DEFERRED, "the fix is applied and its metadata says reboot; the rule still fails until a reboot "
+                                  "(allow_reboot reboots the host once and verifies it again)"),
 }
 
 ENVIRONMENT_PREFIX = "environment:"
@@ -124,3 +129,9 @@ class RuleOutcome:
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
+
+
+def deferred_for_reboot(by_rule: t.Mapping[str, RuleOutcome]) -> list[str]:
+    """The rule ids (keys of ``by_rule``, in its order) whose outcome is ``deferred`` with
+    reason ``reboot_required``: applied, waiting for a reboot (DESIGN decision 4)."""
+    return [rule for rule, o in by_rule.items() if o.outcome == DEFERRED and o.reason == "reboot_required"]

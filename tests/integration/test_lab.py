@@ -7,10 +7,12 @@ import shlex
 import stat
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
-from scapforge_lab import DATASTREAM_PATH, DATASTREAM_SHA256, LabError, pid_alive, mounts_under, sha256_file
+from scapforge_lab import (DATASTREAM_PATH, DATASTREAM_SHA256, PROXY_PORT, LabError, _children, _port_open,
+                           mounts_under, pid_alive, sha256_file)
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -155,3 +157,49 @@ def test_build_and_destroy_leave_controller_untouched(lab):
     assert set(mounts_under(lab.home)) == mounts_before
     assert _dev_null() == (True, 1, 3)
     assert _sysctls() == sysctls
+
+
+BOOT_ID = "cat /proc/sys/kernel/random/boot_id"
+
+
+def _nspawns(root):
+    """PIDs of the systemd-nspawn processes (supervisor included) running ``root``."""
+    return [int(p) for p in os.listdir("/proc") if p.isdigit() and pid_alive(int(p), ("systemd-nspawn", str(root)))]
+
+
+def _new_boot_id(host, old, timeout=120):
+    """The host's boot id once it answers SSH with one other than ``old``; AssertionError after ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        proc = host.ssh(BOOT_ID, check=False, timeout=15, connect_timeout=2)
+        if proc.returncode == 0 and proc.stdout.strip() not in ("", old):
+            return proc.stdout.strip()
+        time.sleep(1)
+    raise AssertionError("%s: no new boot id over SSH within %ss" % (host.name, timeout))
+
+
+def test_a_reboot_inside_boots_the_host_again_on_its_own_layer_and_stop_ends_it(lab, lab_host):
+    before = lab.host(lab_host.name)
+    (first_nspawn,) = [p for p in _children(before.pid) if pid_alive(p, ("systemd-nspawn", str(before.root)))]
+    old_boot = lab_host.ssh(BOOT_ID).stdout.strip()
+    lab_host.ssh("echo kept | sudo -n tee /etc/scapforge-reboot-marker >/dev/null")
+    try:
+        started = time.monotonic()
+        lab_host.ssh("sudo -n systemctl reboot", check=False, timeout=30)
+        assert _new_boot_id(lab_host, old_boot) != old_boot
+        print("reboot took %.1f s" % (time.monotonic() - started))
+        assert lab_host.ssh("cat /etc/scapforge-reboot-marker").stdout.strip() == "kept"  # same upper layer
+        after = lab.host(lab_host.name)  # still recognised, by the same supervisor
+        assert after.pid == before.pid
+        nspawns = [p for p in _children(after.pid) if pid_alive(p, ("systemd-nspawn", str(after.root)))]
+        assert len(nspawns) == 1 and nspawns[0] != first_nspawn
+        assert "the container rebooted (nspawn exited 133)" in (lab.hosts_dir / after.name / "console.log").read_text(
+            errors="replace")
+        assert _port_open(after.host_address, PROXY_PORT)  # the veth address came back, the proxy answers on it
+        lab.wait_ready([after], timeout=60)  # sudo works and no unit failed
+        lab.stop(after.name)
+        assert _nspawns(after.root) == []
+        assert after.name not in [h.name for h in lab.hosts()]
+    finally:
+        if lab_host.name not in [h.name for h in lab.hosts()]:
+            lab.start([lab_host.name])
