@@ -20,7 +20,7 @@ from ansible.errors import AnsibleError
 from ansible_collections.scapforge.remediation.plugins.plugin_utils import attempts as A
 from ansible_collections.scapforge.remediation.plugins.plugin_utils import health, outcomes, safety
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.checkpoint import CheckpointError, paths_touched
-from ansible_collections.scapforge.remediation.plugins.plugin_utils.executor import TaskListExecutor
+from ansible_collections.scapforge.remediation.plugins.plugin_utils.executor import PackageFactsCache, TaskListExecutor
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.scanner import CRASH_KINDS
 
 #: run after a dead-man restore of sshd's files: the restored file only counts once sshd reads it.
@@ -61,8 +61,10 @@ class AttemptRunner:
                  health_check: bool, stop_host: t.Callable[[str], None], want_evidence: bool = False,
                  progress=None, start: int = 1, parent=None, baseline=None, health_commands: t.Sequence[str] = (),
                  deadman_seconds: int = 600, home: str | None = None,
-                 classify: t.Callable[[str, str], str | None] | None = None) -> None:
+                 classify: t.Callable[[str, str], str | None] | None = None,
+                 facts_cache: PackageFactsCache | None = None) -> None:
         self.action = action
+        self.facts_cache = facts_cache
         self.classify = classify
         self.task_vars = task_vars
         self.catalog = catalog
@@ -136,7 +138,8 @@ class AttemptRunner:
 
         attempt.tasks = tasks
         executor = TaskListExecutor(self.action, self.task_vars, trusted=trusted,
-                                    policy=None if trusted else self.gate_policy, before_change=before_change)
+                                    policy=None if trusted else self.gate_policy, before_change=before_change,
+                                    facts_cache=self.facts_cache)
         report = executor.run(tasks)
         attempt.report = report.to_dict()
         attempt.checkpoint = dict(checkpoint.to_dict(), not_covered=uncovered, deadman=bool(switch))
@@ -260,6 +263,8 @@ class AttemptRunner:
         checkpoint = self._checkpoints.get((item.rule, attempt.number))
         if checkpoint is None:
             return False
+        if self.facts_cache is not None:  # a restore can put back a package database file
+            self.facts_cache.invalidate()
         try:
             result = checkpoint.restore()
             data = result.to_dict()

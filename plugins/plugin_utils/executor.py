@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import json
 import typing as t
 
 from ansible import constants as C
@@ -42,6 +43,51 @@ _CONDITIONAL_KEYS = ('when', 'failed_when', 'changed_when')
 _STRIPPED_KEYWORDS = ('tags', 'become')
 #: actions only the loop itself runs (``TaskListExecutor.run_loop_action``), never a fix.
 LOOP_ACTIONS = frozenset({'ansible.builtin.reboot'})
+
+
+#: modules whose change can install, remove or upgrade packages: after one of them changed
+#: something, the next package_facts gathers again (commands included: `apt-get install`).
+PACKAGE_CHANGING = frozenset({
+    'ansible.builtin.apt', 'ansible.builtin.package', 'ansible.builtin.dnf', 'ansible.builtin.dnf5',
+    'ansible.builtin.yum', 'ansible.builtin.apt_rpm', 'ansible.builtin.dpkg_selections', 'ansible.builtin.pip',
+    'ansible.builtin.command', 'ansible.builtin.shell', 'ansible.builtin.script', 'ansible.builtin.raw',
+    'community.general.zypper', 'community.general.pacman', 'community.general.apk', 'community.general.snap',
+    'community.general.flatpak', 'community.general.rpm_ostree_pkg',
+})
+PACKAGE_FACTS = 'ansible.builtin.package_facts'
+
+
+class PackageFactsCache:
+    """A host's package facts for one run: the first ``package_facts`` a fix runs gathers them;
+    every later one (same arguments) is answered from here, until a task of PACKAGE_CHANGING
+    changes something or a checkpoint is restored (``invalidate``). Issue 9: every SSG fix
+    starts with ``package_facts`` (about 140 module runs a run on the lab, each a round trip
+    and a package database read).
+
+    gathered / served: how many package_facts ran for real / were answered from the cache.
+    """
+
+    def __init__(self) -> None:
+        self._facts: dict[str, dict] = {}  # the task's arguments (JSON) -> its ansible_facts
+        self.gathered = 0
+        self.served = 0
+
+    @staticmethod
+    def key(args: dict) -> str:
+        """The task's own arguments as JSON (the module runner adds ``_ansible_*`` keys to a
+        task's args while it runs: they are left out)."""
+        own = {k: v for k, v in (args or {}).items() if not str(k).startswith('_ansible_')}
+        return json.dumps(own, sort_keys=True, default=str)
+
+    def get(self, args: dict) -> dict | None:
+        facts = self._facts.get(self.key(args))
+        return copy.deepcopy(facts) if facts is not None else None
+
+    def put(self, args: dict, facts: dict) -> None:
+        self._facts[self.key(args)] = copy.deepcopy(facts)
+
+    def invalidate(self) -> None:
+        self._facts.clear()
 
 
 @dataclasses.dataclass
@@ -136,14 +182,18 @@ class TaskListExecutor:
       check mode); it returns None to let the task run, or a reason, and then the task fails
       with that reason and does not run. The loop uses it to checkpoint the files a task can
       touch before they change (``plugin_utils.checkpoint``).
+    facts_cache: the run's :class:`PackageFactsCache` for this host (None: every
+      package_facts runs).
 
     One executor may run several lists; variables set by one run (set_fact, register,
     facts) do not leak into the next.
     """
 
     def __init__(self, action, task_vars: dict, trusted: bool, policy: t.Any = None,
-                 before_change: t.Callable[[str, dict], str | None] | None = None):
+                 before_change: t.Callable[[str, dict], str | None] | None = None,
+                 facts_cache: PackageFactsCache | None = None):
         self._action = action
+        self._facts_cache = facts_cache
         self._task_vars = task_vars or {}
         self.trusted = bool(trusted)
         self.policy = policy
@@ -422,7 +472,11 @@ class TaskListExecutor:
                     return dict(failed=True, changed=False, msg='not run: %s' % problem, _scapforge_not_run=True)
             vars_copy = dict(variables)
             started = True
-            result = self._run_handler(tmp_task, vars_copy)
+            own_args = dict(tmp_task.args or {})  # before the handler adds its own keys
+            result = self._cached_package_facts(tmp_task, own_args)
+            if result is None:
+                result = self._run_handler(tmp_task, vars_copy)
+                self._remember_package_facts(tmp_task, own_args, result)
         except AnsibleConnectionFailure as ex:
             return dict(failed=True, unreachable=True, changed=False, msg=task_gate._error_text(ex))
         except AnsibleError as ex:
@@ -456,6 +510,28 @@ class TaskListExecutor:
                 result['failed'] = True
                 result[f'{condname}_when_result'] = task_gate._error_text(ex)
         return result
+
+    def _cached_package_facts(self, task: Task, args: dict) -> dict | None:
+        """The result of a package_facts task from the run's cache, or None to run it."""
+        if self._facts_cache is None or task_gate.resolve_module(task.action) is None \
+                or task_gate.resolve_module(task.action).fqcn != PACKAGE_FACTS:
+            return None
+        facts = self._facts_cache.get(args)
+        if facts is None:
+            return None
+        self._facts_cache.served += 1
+        return dict(changed=False, ansible_facts=facts, msg='package facts of this run, unchanged since gathered')
+
+    def _remember_package_facts(self, task: Task, args: dict, result: dict) -> None:
+        if self._facts_cache is None:
+            return
+        ref = task_gate.resolve_module(task.action)
+        fqcn = ref.fqcn if ref else str(task.action)
+        if fqcn == PACKAGE_FACTS and not result.get('failed') and isinstance(result.get('ansible_facts'), dict):
+            self._facts_cache.gathered += 1
+            self._facts_cache.put(args, result['ansible_facts'])
+        elif fqcn in PACKAGE_CHANGING and (result.get('changed') or result.get('failed')) and not task.check_mode:
+            self._facts_cache.invalidate()
 
     def _run_handler(self, task: Task, task_vars: dict) -> dict:
         """Pick the handler as TaskExecutor does (module's action plugin, same-named action, else

@@ -41,7 +41,7 @@ from ansible_collections.scapforge.remediation.plugins.plugin_utils.attempt_runn
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.catalog import CatalogError
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.checkpoint import CheckpointError, make_provider
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.events import EventLog
-from ansible_collections.scapforge.remediation.plugins.plugin_utils.executor import TaskListExecutor
+from ansible_collections.scapforge.remediation.plugins.plugin_utils.executor import PackageFactsCache, TaskListExecutor
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.progress import Progress
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.memory.lessons import tasks_sha
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.memory.session import MemorySession
@@ -228,6 +228,7 @@ class RemediationLoop:
                 raise LoopError("unhealthy_before", "the health baseline cannot be taken: %s" % exc) from None
             self.events.emit("health_baseline", failing=self.baseline.failing)
         self.frozen = [] if self.check_mode else self._frozen_until_reboot()
+        self.package_facts = PackageFactsCache()
         selected = set(self.profile.selected_rules)
         scope = self.catalog.expand_requires(self.scope) if self.scope else []
         outside = [r for r in scope if r not in selected]
@@ -251,7 +252,7 @@ class RemediationLoop:
                                     start=self.resume.starts + 1, parent=self.parent, baseline=self.baseline,
                                     health_commands=self.health_commands,
                                     deadman_seconds=self.opts.deadman_seconds, home=self.gate_policy.home(),
-                                    classify=self._classify_failure)
+                                    classify=self._classify_failure, facts_cache=self.package_facts)
         llm = self.opts.llm
         self.events.emit(
             "run_start",
@@ -445,7 +446,8 @@ class RemediationLoop:
             self.queue.append(rule_id)
             return None
         if self.check_mode:
-            executor = TaskListExecutor(self.action, self.task_vars, trusted=self.trusted or own)
+            executor = TaskListExecutor(self.action, self.task_vars, trusted=self.trusted or own,
+                                        facts_cache=self.package_facts)
             problems = executor.validate(tasks)
             if problems:
                 self._finish(rule_id, "fix_refused", detail="; ".join(problems)[:500])
@@ -889,12 +891,13 @@ class RemediationLoop:
             "rebooted": self.rebooted,
             "stopped": self.stopped,
             "seconds": round(time.monotonic() - self.started, 1),
+            "package_facts": {"gathered": self.package_facts.gathered, "served": self.package_facts.served},
             "rules": {safety.short_rule_id(r): o.to_dict() for r, o in sorted(self.outcomes.items())},
         }
         for outcome in report["rules"].values():
             outcome["rule"] = safety.short_rule_id(outcome["rule"])
         write_host_report(self.opts.run_dir, self.host, report)
         self.events.emit("run_end", before=report["before"], after=report["after"], outcomes=report["outcomes"],
-                         regressions=regressions, seconds=report["seconds"])
+                         regressions=regressions, seconds=report["seconds"], package_facts=report["package_facts"])
         return report
 

@@ -25,7 +25,8 @@ ACTION_PLUGINS = REPO_ROOT / "tests" / "integration" / "fixtures" / "action_plug
 
 
 
-def run_tasks(tmp_path, tasks, trusted, *, host=None, inventory=None, variables=None, name="run", play_extra=None):
+def run_tasks(tmp_path, tasks, trusted, *, host=None, inventory=None, variables=None, name="run", play_extra=None,
+              runs=1):
     """Run ``tasks`` (YAML text or a list) through run_task_list; return the report dict.
 
     host/inventory None: localhost over connection local with this Python.
@@ -39,7 +40,7 @@ def run_tasks(tmp_path, tasks, trusted, *, host=None, inventory=None, variables=
         "hosts": host or "localhost",
         "gather_facts": False,
         "tasks": [{"run_task_list": {"path": str(task_file), "trusted": trusted, "vars": variables or {},
-                                     "report_path": str(report_path)}}],
+                                     "report_path": str(report_path), "runs": runs}}],
     }]
     play[0].update(play_extra or {})
     if host is None:
@@ -395,3 +396,26 @@ def test_long_errors_keep_their_tail(tmp_path):
     report = run_tasks(tmp_path, tasks, trusted=True)
     assert not report["ok"] and report["failed_task"] == "noisy"
     assert "the real cause" in report["error"] and len(report["error"]) <= 500
+
+
+def test_package_facts_are_gathered_once_and_again_after_a_package_change(tmp_path):
+    """Issue 9: every SSG fix starts with package_facts; the run's cache answers all but the
+    first, until a task that can change packages (here `command`) changed something."""
+    tasks = [
+        {"name": "Gather the package facts", "package_facts": {"manager": "auto"}},
+        {"name": "python is installed", "ansible.builtin.set_fact": {
+            "seen": "{{ ansible_facts.packages | length > 0 }}"}},
+        {"name": "A command (it may install packages)", "ansible.builtin.command": "true",
+         "when": "do_command | default(false) | bool"},
+        {"name": "Gather the package facts again", "package_facts": {"manager": "auto"}},
+    ]
+    report = run_tasks(tmp_path, tasks, True, runs=2, variables={"do_command": False})
+    assert report["package_facts"] == {"gathered": 1, "served": 3}
+    first, second = report["runs"]
+    assert all(r["ok"] for r in report["runs"])
+    assert [t["msg"] for t in second["task_results"] if t["module"] == "ansible.builtin.package_facts"] == [
+        "package facts of this run, unchanged since gathered"] * 2
+    report = run_tasks(tmp_path, tasks, True, runs=2, variables={"do_command": True}, name="changed")
+    # run 1: gather, the command changed something, gather again; run 2: the first is served
+    # from that second gathering, then the command changes something again: gather
+    assert report["package_facts"] == {"gathered": 3, "served": 1}
