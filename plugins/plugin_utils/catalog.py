@@ -880,7 +880,7 @@ class Catalog:
     def datastream_ancestor(self, profile_id: str) -> Optional[Profile]:
         """The benchmark's own profile nearest on a profile's ``extends`` chain: the profile
         itself when it is the benchmark's, None for a tailored chain that extends none
-        (oscap resolves a tailoring profile's ``extends`` in the benchmark). Raises
+        (what a generated tailoring, which replaces the user's file, can extend). Raises
         CatalogError for an unknown profile."""
         prof = self.profile(profile_id)
         tailored = set(self.tailoring.profile_ids) if self.tailoring else set()
