@@ -14,7 +14,7 @@ from ansible import constants as C
 from ansible.utils.vars import combine_vars
 from ansible.vars.clean import clean_facts, namespace_facts
 
-from ansible_collections.scapforge.remediation.plugins.plugin_utils.catalog import Catalog, CatalogError
+from ansible_collections.scapforge.remediation.plugins.plugin_utils.catalog import Catalog, CatalogError, Profile
 
 
 class ControllerGone(Exception):
@@ -119,6 +119,18 @@ def load_tailoring(catalog: Catalog, tailoring_src: str) -> Catalog:
         return catalog.with_tailoring(data, source=tailoring_src)
     except CatalogError as exc:
         raise LoopError("tailoring", str(exc)) from None
+
+
+def resolve_profile(catalog: Catalog, profile_id: str) -> Profile:
+    """The run's profile (full or short id): with a tailoring file, one of its own profiles
+    (a benchmark profile is refused too: the user meant the tailoring); else the benchmark's.
+    Raises LoopError(``profile``) whose message lists the ids there are."""
+    try:
+        if catalog.tailoring is not None:
+            return catalog.tailoring_profile(profile_id)
+        return catalog.profile(profile_id)
+    except CatalogError as exc:
+        raise LoopError("profile", str(exc)) from None
 
 
 def _host_sha256(action, task_vars: dict, path: str) -> str | None:

@@ -48,6 +48,7 @@ from ansible_collections.scapforge.remediation.plugins.plugin_utils.host_setup i
     load_catalog,
     load_tailoring,
     refuse_controller,
+    resolve_profile,
     with_host_facts,
 )
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.scanner import CRASH_KINDS, Scanner, counts_of
@@ -181,13 +182,7 @@ class RemediationLoop:
         self.task_vars = with_host_facts(self.action, self.task_vars)
         if not self.opts.allow_controller:
             refuse_controller(self.action, self.task_vars.get("ansible_facts", {}))
-        try:  # with a tailoring file, the profile must be one of its own
-            if self.catalog.tailoring is not None:
-                self.profile = self.catalog.tailoring_profile(self.opts.profile)
-            else:
-                self.profile = self.catalog.profile(self.opts.profile)
-        except CatalogError as exc:
-            raise LoopError("profile", str(exc)) from None
+        self.profile = resolve_profile(self.catalog, self.opts.profile)
         try:  # a typo in a waiver must not let the rule run (or an opt-in silently do nothing)
             self.scope = [self.catalog.rule(r).id for r in self.opts.rules]
             self.waived = {self.catalog.rule(r).id for r in self.opts.skip_rules}
