@@ -3,6 +3,8 @@ the catalog view resolves its profiles like the benchmark's (selection, Values f
 render_fix), refuses a bad file naming it and the id at fault, leaves the shared cached
 catalog alone, and the loop's helpers pick the profile and the scan's tailoring from it."""
 
+import ast
+import dataclasses
 import json
 import os
 
@@ -16,7 +18,7 @@ from ansible_collections.scapforge.remediation.plugins.plugin_utils.host_setup i
     load_tailoring,
     resolve_profile,
 )
-from ansible_collections.scapforge.remediation.plugins.plugin_utils.loop import RemediationLoop
+from ansible_collections.scapforge.remediation.plugins.plugin_utils.loop import LoopOptions, RemediationLoop
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.tailoring import build_tailoring
 
 from test_tailoring import debian12_datastream
@@ -243,13 +245,24 @@ def test_load_tailoring_reads_the_controller_file(cat, tmp_path):
     assert err.value.reason == "tailoring" and RULE + "sshd_set_max_auth_triez" in str(err.value)
 
 
+def _assignments(path):
+    """{name: literal value} of a module's top-level constant assignments (read, not imported:
+    importing a plugin needs ansible's collection loader)."""
+    with open(path) as handle:
+        tree = ast.parse(handle.read())
+    return {node.targets[0].id: ast.literal_eval(node.value) for node in tree.body
+            if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name)
+            and isinstance(node.value, (ast.Dict, ast.Tuple, ast.Constant))}
+
+
 def test_options_flow_from_the_role_to_the_loop():
-    from ansible_collections.scapforge.remediation.plugins.action import ralph as action
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    assert action.ARGUMENT_SPEC["tailoring_src"] == {"type": "path"}
-    assert "tailoring_src" in action._PASSED_AS_IS
-    from ansible_collections.scapforge.remediation.plugins.modules import ralph as module
-    assert yaml.safe_load(module.DOCUMENTATION)["options"]["tailoring_src"]["type"] == "path"
+    action = _assignments(os.path.join(root, "plugins", "action", "ralph.py"))
+    assert action["ARGUMENT_SPEC"]["tailoring_src"] == {"type": "path"}
+    assert "tailoring_src" in action["_PASSED_AS_IS"]
+    assert "tailoring_src" in {f.name for f in dataclasses.fields(LoopOptions)}
+    module = _assignments(os.path.join(root, "plugins", "modules", "ralph.py"))
+    assert yaml.safe_load(module["DOCUMENTATION"])["options"]["tailoring_src"]["type"] == "path"
     with open(os.path.join(root, "roles", "remediate", "defaults", "main.yml")) as handle:
         assert yaml.safe_load(handle)["scapforge_tailoring_src"] == ""
     with open(os.path.join(root, "roles", "remediate", "meta", "argument_specs.yml")) as handle:
