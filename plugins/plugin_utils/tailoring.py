@@ -52,7 +52,8 @@ def build_tailoring(
     profile_id: Optional[str] = None,
     title: Optional[str] = None,
 ) -> Tuple[bytes, str]:
-    """An XCCDF 1.2 Tailoring document whose one profile extends ``base_profile_id``.
+    """An XCCDF 1.2 Tailoring document whose one profile extends ``base_profile_id`` (for a
+    profile of the user's tailoring: its benchmark ancestor, with its changes repeated).
 
     Args:
         catalog: the datastream's Catalog, or a view of it with the user's tailoring.
