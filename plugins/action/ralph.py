@@ -26,6 +26,7 @@ ARGUMENT_SPEC = {
     "datastream": {"type": "str", "required": True},
     "profile": {"type": "str", "required": True},
     "datastream_src": {"type": "path"},
+    "tailoring_src": {"type": "path"},
     "trusted_sha256": {"type": "list", "elements": "str", "default": []},
     "rules": {"type": "list", "elements": "str", "default": []},
     "skip_rules": {"type": "list", "elements": "str", "default": []},
@@ -65,7 +66,7 @@ ARGUMENT_SPEC = {
 
 #: module options that are LoopOptions fields of the same name and value.
 _PASSED_AS_IS = (
-    "datastream", "profile", "datastream_src", "trusted_sha256", "rules", "skip_rules",
+    "datastream", "profile", "datastream_src", "tailoring_src", "trusted_sha256", "rules", "skip_rules",
     "allow_access_impacting", "health_check", "rescan", "time_budget", "verify_batch", "skill",
     "skill_description", "memory_path", "memory_retry", "allow_controller", "health_commands",
     "deadman_seconds", "allow_reboot", "checkpoint_provider", "checkpoint_options",

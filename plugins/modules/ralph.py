@@ -45,13 +45,31 @@ options:
     type: str
     required: true
   profile:
-    description: XCCDF profile id, full or short (C(anssi_bp28_high)).
+    description:
+      - XCCDF profile id, full or short (C(anssi_bp28_high)).
+      - With O(tailoring_src), one of the tailoring file's own profiles
+        (C(xccdf_org.ssgproject.content_profile_anssi_bp28_high_customized)); any other id is refused
+        with reason C(profile), the message listing the file's profile ids.
     type: str
     required: true
   datastream_src:
     description:
       - Controller path of the same datastream; parsed on the controller and trusted.
       - Without it the datastream is fetched from the host and must match O(trusted_sha256).
+    type: path
+  tailoring_src:
+    description:
+      - Controller path of an XCCDF 1.2 tailoring file (for example from SCAP Workbench or
+        C(autotailor)) for the datastream's benchmark; read and checked on the controller (a
+        select or refine-value naming no rule or Value of the benchmark is refused with reason
+        C(tailoring), naming the file and the id).
+      - Its profile O(profile) decides which rules are scanned and worked and the XCCDF Values
+        the vendor fixes are rendered with. Every scan passes it inline to
+        M(scapforge.remediation.oscap_eval); when O(rules) name rules outside that profile, a
+        generated tailoring extending the profile's benchmark ancestor carries its selections and
+        Values plus those rules.
+      - The host report and the C(run_start) event record it under C(tailoring) (file name,
+        sha256, profile, scan_profile).
     type: path
   trusted_sha256:
     description: sha256 digests of datastreams whose fixes may be rendered as templates.
@@ -279,6 +297,13 @@ EXAMPLES = r"""
     llm_model: Qwen/Qwen2.5-Coder-32B-Instruct
     llm_max_attempts: 4
 
+- name: With the site's own tailoring of ANSSI BP-028 high (Values and selections)
+  scapforge.remediation.ralph:
+    datastream: /usr/share/xml/scap/ssg/content/ssg-debian12-ds.xml
+    datastream_src: /var/lib/scapforge-lab/content/ssg-debian12-ds.xml
+    tailoring_src: files/anssi-high-tailoring.xml
+    profile: xccdf_org.ssgproject.content_profile_anssi_bp28_high_customized
+
 - name: Only two rules, one of them outside the profile
   scapforge.remediation.ralph:
     datastream: /usr/share/xml/scap/ssg/content/ssg-rhel9-ds.xml
@@ -322,7 +347,8 @@ stopped:
 reason:
   description:
     - When the run could not start or go on, its reason code - C(content), C(content_mismatch),
-      C(untrusted_content), C(profile), C(rule), C(facts), C(unhealthy_before), C(scan_failed),
+      C(untrusted_content), C(tailoring) (O(tailoring_src) unreadable or not a tailoring of the
+      benchmark), C(profile), C(rule), C(facts), C(unhealthy_before), C(scan_failed),
       C(scanner_crash), C(llm_remote) (an endpoint outside the network without O(llm_allow_remote)),
       C(prompts) (a prompt template missing or broken), C(memory) (an unknown memory mode),
       C(controller) (the host is the controller itself), C(checkpoint) (an unknown checkpoint provider

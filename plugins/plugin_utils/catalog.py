@@ -25,8 +25,10 @@ Controller only: this module needs lxml, which targets may not have.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
+import os
 import re
 import threading
 import time
@@ -42,6 +44,7 @@ __all__ = [
     "FixSnippet",
     "Profile",
     "Rule",
+    "Tailoring",
     "ANSIBLE_FIX_SYSTEM",
     "XCCDF12_NS",
 ]
@@ -58,6 +61,7 @@ _T_GROUP = _X + "Group"
 _T_RULE = _X + "Rule"
 _T_VALUE = _X + "Value"
 _T_PROFILE = _X + "Profile"
+_T_TAILORING = _X + "Tailoring"
 _T_SUB = _X + "sub"
 
 # CCE identifiers: <ident system="https://nvd.nist.gov/cce/index.cfm">CCE-90839-2</ident>.
@@ -169,6 +173,7 @@ class Profile:
             weight, role, selector).
         selections: {full item id: bool}, the profile's own ``<select>`` entries (rules and
             groups) after ``extends``; used to build tailorings.
+        extends: full id of the profile it extends, None when it extends none.
     """
 
     id: str
@@ -180,9 +185,32 @@ class Profile:
     set_values: Mapping[str, str]
     refine_rules: Mapping[str, Mapping[str, str]]
     selections: Mapping[str, bool]
+    extends: Optional[str] = None
 
     def __hash__(self) -> int:
         return hash(self.id)
+
+
+@dataclass(frozen=True)
+class Tailoring:
+    """A user's XCCDF 1.2 tailoring file applied to a catalog (``Catalog.with_tailoring``).
+
+    Attributes:
+        source: where it was read from (a path, for messages and reports).
+        name: the file's base name.
+        sha256: hex digest of the file's bytes as given.
+        id: the Tailoring element's id ("" when it has none).
+        profile_ids: full ids of its Profiles, document order.
+        xml: the document re-serialized as UTF-8 text with an XML declaration (comments and
+            processing instructions dropped), what oscap gets as ``--tailoring-file``.
+    """
+
+    source: str
+    name: str
+    sha256: str
+    id: str
+    profile_ids: Tuple[str, ...]
+    xml: str
 
 
 @dataclass(frozen=True)
@@ -255,6 +283,14 @@ def _xccdf_bool(value: Optional[str], default: bool) -> bool:
     return value.strip().lower() in ("true", "1")
 
 
+def _xml_parser():
+    """A parser that never fetches, expands entities or loads a DTD (content is untrusted)."""
+    return etree.XMLParser(
+        resolve_entities=False, no_network=True, huge_tree=True,
+        remove_comments=True, remove_pis=True, load_dtd=False,
+    )
+
+
 # --------------------------------------------------------------------------- the catalog
 
 _CACHE_SIZE = 4
@@ -269,8 +305,11 @@ class Catalog:
     the constructor. Attributes: ``sha256`` (hex digest of the bytes), ``benchmark_id``,
     ``benchmark_version`` (e.g. "0.1.76"), ``id_namespace`` (``xccdf_org.ssgproject.content_``),
     ``rules`` ({full id: Rule}, document order), ``profiles`` ({full id: title}),
-    ``parse_seconds`` (time spent parsing and indexing).
+    ``parse_seconds`` (time spent parsing and indexing), ``tailoring`` (None; a ``Tailoring``
+    on the view ``with_tailoring`` returns).
     """
+
+    tailoring: Optional[Tailoring] = None
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -351,12 +390,8 @@ class Catalog:
 
     @staticmethod
     def _parse(data: bytes, source: str):
-        parser = etree.XMLParser(
-            resolve_entities=False, no_network=True, huge_tree=True,
-            remove_comments=True, remove_pis=True, load_dtd=False,
-        )
         try:
-            root = etree.fromstring(data, parser)
+            root = etree.fromstring(data, _xml_parser())
         except etree.XMLSyntaxError as exc:
             raise CatalogError("datastream %s is not well-formed XML: %s" % (source, exc)) from None
         except (ValueError, TypeError) as exc:  # e.g. empty input
@@ -561,7 +596,7 @@ class Catalog:
         refine_rules: Dict[str, Dict[str, str]] = {}
         base = elem.get("extends")
         if base:
-            if base in seen or base not in self._profile_elems:
+            if base in seen or (base not in self._profile_elems and base not in self._profile_cache):
                 raise CatalogError("profile %s extends %s, which is %s" % (
                     pid, base, "circular" if base in seen else "not in the benchmark"))
             parent = self._resolve_profile(base, seen + (pid,))
@@ -596,6 +631,7 @@ class Catalog:
             set_values=set_values,
             refine_rules=refine_rules,
             selections=selections,
+            extends=base or None,
         )
         self._profile_cache[pid] = profile
         return profile
@@ -666,6 +702,145 @@ class Catalog:
                     profile_id, self.benchmark_id, self.benchmark_version,
                     ", ".join(shorts[:12]) + (" ..." if len(shorts) > 12 else ""))
             ) from None
+
+    # ------------------------------------------------------------------ tailoring
+    def with_tailoring(self, data: bytes, source: str = "<tailoring>") -> "Catalog":
+        """A view of this catalog with the Profiles of an XCCDF 1.2 tailoring file added.
+
+        The view shares rules, groups and Values with this catalog, which stays as it was
+        (it is cached and shared by every host): only the profile tables are copied, so a
+        view costs one selection pass per tailored profile. On the view, ``profile``,
+        ``value(vid, profile_id)``, ``render_fix`` and ``describe`` resolve a tailored profile
+        exactly like the benchmark's own (``extends``, select, refine-value, set-value,
+        refine-rule); ``tailoring`` says which file it was.
+
+        Args:
+            data: the file's bytes.
+            source: its path (for messages and ``Tailoring.name``).
+
+        Raises:
+            CatalogError naming ``source`` and the id at fault: not well-formed XML; a root
+            that is not an XCCDF 1.2 ``<Tailoring>``; no Profile; a Profile without id, with
+            an id the benchmark or the file already has; ``extends`` naming no profile of
+            either, or circular; a select or refine-rule naming no rule, group or cluster of
+            the benchmark; a refine-value or set-value naming no Value; a refine-value
+            selector the Value lacks.
+        """
+        if not isinstance(data, (bytes, bytearray)):
+            raise CatalogError("tailoring file %s must be bytes, got %s" % (source, type(data).__name__))
+        root = self._parse_tailoring(bytes(data), source)
+        elems = self._tailored_profile_elems(root, source)
+        view = copy.copy(self)
+        view.profiles = OrderedDict(self.profiles)
+        view._profile_descriptions = dict(self._profile_descriptions)
+        view._profile_cache = dict(self._profile_cache)
+        for pid, elem in elems.items():
+            view.profiles[pid] = _plain_text(elem.find(_X + "title"), lambda i: "")
+            view._profile_descriptions[pid] = _plain_text(elem.find(_X + "description"), self._sub_placeholder)
+        view._profile_elems = elems
+        try:
+            for pid in elems:
+                view._resolve_profile(pid, ())
+        except CatalogError as exc:
+            raise CatalogError("tailoring file %s: %s" % (source, exc)) from None
+        finally:
+            view._profile_elems = {}
+        view.tailoring = Tailoring(
+            source=source,
+            name=os.path.basename(source),
+            sha256=hashlib.sha256(data).hexdigest(),
+            id=root.get("id", ""),
+            profile_ids=tuple(elems),
+            xml=etree.tostring(root, xml_declaration=True, encoding="UTF-8").decode("utf-8"),
+        )
+        return view
+
+    @staticmethod
+    def _parse_tailoring(data: bytes, source: str):
+        """The ``<xccdf:Tailoring>`` root element of ``data``; CatalogError otherwise."""
+        try:
+            root = etree.fromstring(data, _xml_parser())
+        except etree.XMLSyntaxError as exc:
+            raise CatalogError("tailoring file %s is not well-formed XML: %s" % (source, exc)) from None
+        except (ValueError, TypeError) as exc:  # e.g. empty input
+            raise CatalogError("tailoring file %s could not be parsed: %s" % (source, exc)) from None
+        if root is None:
+            raise CatalogError("tailoring file %s is empty" % source)
+        if root.tag != _T_TAILORING:
+            raise CatalogError(
+                "%s is not an XCCDF 1.2 tailoring file: root element is <%s> (%s), expected <xccdf:Tailoring> (%s)"
+                % (source, _local(root.tag), etree.QName(root).namespace or "no namespace", XCCDF12_NS))
+        return root
+
+    def _tailored_profile_elems(self, root, source: str) -> "OrderedDict[str, object]":
+        """{profile id: element} of a Tailoring root, each checked against the benchmark."""
+        elems: "OrderedDict[str, object]" = OrderedDict()
+        for elem in root.findall(_T_PROFILE):
+            pid = elem.get("id")
+            if not pid:
+                raise CatalogError("tailoring file %s: an xccdf:Profile has no id" % source)
+            if pid in self.profiles or pid in elems:
+                raise CatalogError("tailoring file %s: profile id %s is already used by %s; give the tailored "
+                                   "profile an id of its own" % (
+                                       source, pid, "the file" if pid in elems else self.benchmark_id))
+            elems[pid] = elem
+        if not elems:
+            raise CatalogError("tailoring file %s holds no xccdf:Profile" % source)
+        for pid, elem in elems.items():
+            base = elem.get("extends")
+            if base and base not in self.profiles and base not in elems:
+                raise CatalogError("tailoring file %s: profile %s extends %s, which is neither a profile of %s %s "
+                                   "nor of the file" % (source, pid, base, self.benchmark_id, self.benchmark_version))
+            for child in elem:
+                self._check_tailoring_item(child, pid, source)
+        return elems
+
+    def _check_tailoring_item(self, child, pid: str, source: str) -> None:
+        """CatalogError when a select/refine-rule/refine-value/set-value names nothing here."""
+        tag, idref = _local(child.tag), child.get("idref", "")
+        where = "tailoring file %s: profile %s: %s" % (source, pid, tag)
+        if tag in ("select", "refine-rule") and idref not in self._items and idref not in self._clusters:
+            raise CatalogError("%s names %r, which is no rule, group or cluster of %s %s" % (
+                where, idref, self.benchmark_id, self.benchmark_version))
+        if tag in ("refine-value", "set-value"):
+            value = self._values.get(idref)
+            if value is None:
+                raise CatalogError("%s names XCCDF Value %r, which is not in %s %s" % (
+                    where, idref, self.benchmark_id, self.benchmark_version))
+            selector = child.get("selector")
+            if tag == "refine-value" and selector is not None and selector not in value.options:
+                raise CatalogError("%s gives Value %s the selector %r, which it lacks (has: %s)" % (
+                    where, idref, selector, ", ".join(sorted(value.options))))
+
+    def tailoring_profile(self, profile_id: str) -> Profile:
+        """The tailoring's Profile for a full id, or a short one (``anssi_bp28_high_customized``).
+
+        Raises CatalogError when this catalog has no tailoring, or the id is not one of the
+        tailoring's profiles (the message lists them; a benchmark profile is refused too).
+        """
+        if self.tailoring is None:
+            raise CatalogError("no tailoring file is applied to %s" % self.benchmark_id)
+        ids = self.tailoring.profile_ids
+        full = self._full(profile_id, "profile")
+        if full not in ids:
+            full = next((p for p in ids if self._short(p, "profile") == profile_id), full)
+        if full not in ids:
+            raise CatalogError("profile %r is not in tailoring file %s; its profiles: %s" % (
+                profile_id, self.tailoring.source, ", ".join(ids)))
+        return self._profile_cache[full]
+
+    def datastream_ancestor(self, profile_id: str) -> Optional[Profile]:
+        """The benchmark's own profile nearest on a profile's ``extends`` chain: the profile
+        itself when it is the benchmark's, None for a tailored chain that extends none
+        (what a generated tailoring, which replaces the user's file, can extend). Raises
+        CatalogError for an unknown profile."""
+        prof = self.profile(profile_id)
+        tailored = set(self.tailoring.profile_ids) if self.tailoring else set()
+        while prof.id in tailored:
+            if prof.extends is None:
+                return None
+            prof = self.profile(prof.extends)
+        return prof
 
     # ------------------------------------------------------------------ rules
     def rule(self, rule_id: str) -> Rule:

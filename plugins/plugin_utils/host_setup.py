@@ -14,7 +14,7 @@ from ansible import constants as C
 from ansible.utils.vars import combine_vars
 from ansible.vars.clean import clean_facts, namespace_facts
 
-from ansible_collections.scapforge.remediation.plugins.plugin_utils.catalog import Catalog, CatalogError
+from ansible_collections.scapforge.remediation.plugins.plugin_utils.catalog import Catalog, CatalogError, Profile
 
 
 class ControllerGone(Exception):
@@ -46,7 +46,7 @@ class LoopError(Exception):
     """The run cannot start or go on for this host (bad content, unknown profile, scan failure).
 
     ``reason`` is a short code for the task result and the host's error report: ``content``,
-    ``content_mismatch``, ``untrusted_content``, ``profile``, ``rule``, ``facts``,
+    ``content_mismatch``, ``untrusted_content``, ``tailoring``, ``profile``, ``rule``, ``facts``,
     ``unhealthy_before``, ``scan_failed``, ``scanner_crash``, ``llm_remote``, ``prompts``,
     ``memory``, ``controller``; the message says what to do.
     """
@@ -102,6 +102,35 @@ def load_catalog(action, task_vars: dict, datastream: str, datastream_src: str |
         return Catalog.from_bytes(data, source=source), trusted, source
     except CatalogError as exc:
         raise LoopError("content", "datastream from %s: %s" % (source, exc)) from None
+
+
+def load_tailoring(catalog: Catalog, tailoring_src: str) -> Catalog:
+    """The catalog view with the user's XCCDF 1.2 tailoring file, read on the controller.
+
+    Raises LoopError(``tailoring``) naming the file (and the id at fault) when it cannot be
+    read or is not a tailoring of this catalog's benchmark (see ``Catalog.with_tailoring``).
+    """
+    try:
+        with open(tailoring_src, "rb") as handle:
+            data = handle.read()
+    except OSError as exc:
+        raise LoopError("tailoring", "cannot read tailoring_src %s: %s" % (tailoring_src, exc.strerror or exc)) from None
+    try:
+        return catalog.with_tailoring(data, source=tailoring_src)
+    except CatalogError as exc:
+        raise LoopError("tailoring", str(exc)) from None
+
+
+def resolve_profile(catalog: Catalog, profile_id: str) -> Profile:
+    """The run's profile (full or short id): with a tailoring file, one of its own profiles
+    (a benchmark profile is refused too: the user meant the tailoring); else the benchmark's.
+    Raises LoopError(``profile``) whose message lists the ids there are."""
+    try:
+        if catalog.tailoring is not None:
+            return catalog.tailoring_profile(profile_id)
+        return catalog.profile(profile_id)
+    except CatalogError as exc:
+        raise LoopError("profile", str(exc)) from None
 
 
 def _host_sha256(action, task_vars: dict, path: str) -> str | None:

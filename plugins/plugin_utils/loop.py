@@ -49,7 +49,9 @@ from ansible_collections.scapforge.remediation.plugins.plugin_utils.host_setup i
     LoopError,
     ParentWatch,
     load_catalog,
+    load_tailoring,
     refuse_controller,
+    resolve_profile,
     with_host_facts,
 )
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.scanner import CRASH_KINDS, Scanner, counts_of
@@ -80,6 +82,7 @@ class LoopOptions:
     datastream: str
     profile: str
     datastream_src: str | None = None
+    tailoring_src: str | None = None
     trusted_sha256: list[str] = dataclasses.field(default_factory=list)
     rules: list[str] = dataclasses.field(default_factory=list)
     skip_rules: list[str] = dataclasses.field(default_factory=list)
@@ -137,7 +140,8 @@ def _covered(attempt: A.Attempt) -> set:
 
 class RemediationLoop:
     """One host's run. ``run()`` returns the host report written to ``hosts/<host>.json``:
-    host, run_id, profile, content {sha256, benchmark_version, oscap_version}, check_mode,
+    host, run_id, profile, tailoring (see ``_tailoring_record``, null without one), content
+    {sha256, benchmark_version, oscap_version}, check_mode,
     llm {endpoint, model, tokens} (null without one), before/after counts by result (after
     null when the host stopped or in check mode), outcomes {"outcome/reason": n},
     regressions, picked_up_by_rescan, not_work_items, still_failing, reboot_required (short
@@ -191,13 +195,12 @@ class RemediationLoop:
         self.catalog, self.trusted, source = load_catalog(
             self.action, self.task_vars, self.opts.datastream, self.opts.datastream_src, self.opts.trusted_sha256
         )
+        if self.opts.tailoring_src:  # a view: the cached catalog is shared by every host
+            self.catalog = load_tailoring(self.catalog, self.opts.tailoring_src)
         self.task_vars = with_host_facts(self.action, self.task_vars)
         if not self.opts.allow_controller:
             refuse_controller(self.action, self.task_vars.get("ansible_facts", {}))
-        try:
-            self.profile = self.catalog.profile(self.opts.profile)
-        except CatalogError as exc:
-            raise LoopError("profile", str(exc)) from None
+        self.profile = resolve_profile(self.catalog, self.opts.profile)
         try:  # a typo in a waiver must not let the rule run (or an opt-in silently do nothing)
             self.scope = [self.catalog.rule(r).id for r in self.opts.rules]
             self.waived = {self.catalog.rule(r).id for r in self.opts.skip_rules}
@@ -232,11 +235,8 @@ class RemediationLoop:
         selected = set(self.profile.selected_rules)
         scope = self.catalog.expand_requires(self.scope) if self.scope else []
         outside = [r for r in scope if r not in selected]
-        tailoring_xml, profile_id = None, self.profile.id
-        if outside:  # decision 5: select them with a generated tailoring file
-            xml_bytes, profile_id = build_tailoring(self.catalog, self.profile.id, select=outside)
-            tailoring_xml = xml_bytes.decode("utf-8")
-        self.scan_rules = scope
+        tailoring_xml, profile_id = self._scan_tailoring(outside)
+        self.scan_rules, self.scan_profile = scope, profile_id
         self.scanner = Scanner(self.action, self.task_vars, self.opts.datastream, profile_id, tailoring_xml)
         options = dict(self.opts.checkpoint_options)
         if self.opts.checkpoint_provider == "files":
@@ -266,6 +266,7 @@ class RemediationLoop:
             waived=sorted(safety.short_rule_id(r) for r in self.waived),
             allowed_access_impacting="all" if self.allow_all else sorted(safety.short_rule_id(r) for r in self.allowed),
             tailored=[safety.short_rule_id(r) for r in outside],
+            tailoring=self._tailoring_record(profile_id),
             check_mode=self.check_mode,
             llm={"endpoint": llm.base_url, "model": llm.model} if self.worker.agents is not None else None,
             budget=dataclasses.asdict(self.opts.budget),
@@ -297,6 +298,27 @@ class RemediationLoop:
         """The skill's ``classify_failure`` hook: an environment kind for a failed fix, or None."""
         return self.skill.call_hook("classify_failure", rule_id, message, log=lambda **kw: self.events.emit(
             "hook_failed", rule=safety.short_rule_id(rule_id), **kw))
+
+    def _scan_tailoring(self, outside: list[str]) -> tuple[str | None, str]:
+        """(tailoring XML or None, profile id) for every scan: the user's tailoring file and
+        profile when given; with rules outside the profile (full ids), a generated tailoring
+        that selects them (decision 5), carrying the user's profile's changes when it is a
+        tailored one (oscap takes one tailoring file per scan)."""
+        if outside:
+            xml_bytes, profile_id = build_tailoring(self.catalog, self.profile.id, select=outside)
+            return xml_bytes.decode("utf-8"), profile_id
+        tailoring = self.catalog.tailoring
+        return (tailoring.xml if tailoring is not None else None), self.profile.id
+
+    def _tailoring_record(self, scan_profile: str) -> dict | None:
+        """The user's tailoring file for the report and run_start: {file (base name),
+        sha256, profile (its profile the run uses), scan_profile (the profile oscap is
+        given: a generated one when rules outside it were added)}; None without one."""
+        tailoring = self.catalog.tailoring
+        if tailoring is None:
+            return None
+        return {"file": tailoring.name, "sha256": tailoring.sha256, "profile": self.profile.id,
+                "scan_profile": scan_profile}
 
     def _worker_phase(self) -> WorkerPhase:
         """The Worker phase, with agents when an endpoint is configured (a remote one only
@@ -869,6 +891,7 @@ class RemediationLoop:
             "host": self.host,
             "run_id": self.opts.run_id,
             "profile": self.profile.id,
+            "tailoring": self._tailoring_record(self.scan_profile),
             "content": {
                 "sha256": self.catalog.sha256,
                 "benchmark_version": self.catalog.benchmark_version,
