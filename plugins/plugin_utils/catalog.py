@@ -16,7 +16,14 @@ Usage::
     tasks_yaml = cat.render_fix(rule.id, prof.id)  # str, a YAML list of task dicts
 
 Parsing happens once per distinct content: catalogs are cached in-process by the sha256 of
-the datastream bytes (``from_bytes`` / ``from_path`` return the cached object). Everything
+the datastream bytes (``from_bytes`` / ``from_path`` return the cached object), and on disk
+(a pickle per sha256 under ``~/.cache/scapforge/catalog``, or ``$SCAPFORGE_CATALOG_CACHE``;
+an empty value turns it off), so the forks of one ansible-playbook run and later runs load
+the parsed catalog instead of parsing the XML again (issue 9: ssg-rhel9-ds.xml, 25.6 MB,
+about 0.8 s to parse, 0.05 s to load). A file lock makes one process parse while the others
+wait and then load. Only a cache file owned by this user and writable by no one else is
+loaded, and its name carries a digest of this module's source, so a changed catalog.py
+never reads an older layout. Everything
 the catalog hands out is immutable (frozen dataclasses, tuples, and dicts that callers must
 treat as read-only), since one object is shared by every caller in the process.
 
@@ -25,17 +32,21 @@ Controller only: this module needs lxml, which targets may not have.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import hashlib
 import json
 import os
+import pickle
 import re
+import tempfile
 import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Dict, Iterable, List, Mapping, Optional, Tuple
 
+from filelock import FileLock, Timeout
 from lxml import etree
 
 __all__ = [
@@ -296,6 +307,76 @@ def _xml_parser():
 _CACHE_SIZE = 4
 _cache: "OrderedDict[str, Catalog]" = OrderedDict()
 _cache_lock = threading.Lock()
+with open(__file__, "rb") as _own_source:
+    #: the on-disk layout's version: a digest of this module (a changed Rule or Catalog never
+    #: loads an older pickle)
+    _DISK_LAYOUT = hashlib.sha256(_own_source.read()).hexdigest()[:12]
+
+
+def _disk_cache_dir() -> Optional[str]:
+    """``$SCAPFORGE_CATALOG_CACHE`` (empty: no disk cache) or ``~/.cache/scapforge/catalog``."""
+    value = os.environ.get("SCAPFORGE_CATALOG_CACHE")
+    if value is not None:
+        return value or None
+    return os.path.join(os.path.expanduser("~"), ".cache", "scapforge", "catalog")
+
+
+def _disk_load(path: str, digest: str) -> "Optional[Catalog]":
+    """The catalog pickled at ``path``, or None: missing, not ours, writable by others,
+    unreadable, or not the catalog of ``digest``."""
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    if info.st_uid != os.getuid() or info.st_mode & 0o022:
+        return None
+    try:
+        with open(path, "rb") as handle:
+            catalog = pickle.load(handle)
+    except Exception:  # a truncated or foreign file: parse again
+        return None
+    return catalog if isinstance(catalog, Catalog) and catalog.sha256 == digest else None
+
+
+def _disk_store(directory: str, path: str, catalog: "Catalog") -> None:
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".catalog-")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            pickle.dump(catalog, handle, protocol=pickle.HIGHEST_PROTOCOL)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def _disk_cached(digest: str, parse) -> "Catalog":
+    """The catalog of ``digest`` from the disk cache, else ``parse()`` stored there. One process
+    parses while the others wait on the lock (forks of one run). A cache that cannot be used
+    (no home, read-only, lock timeout) is skipped: the catalog is parsed as without one."""
+    directory = _disk_cache_dir()
+    if not directory:
+        return parse()
+    path = os.path.join(directory, "%s-%s.pickle" % (digest, _DISK_LAYOUT))
+    try:
+        os.makedirs(directory, mode=0o700, exist_ok=True)
+        lock = FileLock(path + ".lock", timeout=120)
+        lock.acquire()
+    except (OSError, Timeout):
+        return parse()
+    try:
+        started = time.perf_counter()
+        catalog = _disk_load(path, digest)
+        if catalog is not None:
+            catalog.loaded_from_disk = True
+            catalog.load_seconds = time.perf_counter() - started
+            return catalog
+        catalog = parse()
+        with contextlib.suppress(OSError, pickle.PicklingError):
+            _disk_store(directory, path, catalog)
+        return catalog
+    finally:
+        lock.release()
 
 
 class Catalog:
@@ -305,11 +386,14 @@ class Catalog:
     the constructor. Attributes: ``sha256`` (hex digest of the bytes), ``benchmark_id``,
     ``benchmark_version`` (e.g. "0.1.76"), ``id_namespace`` (``xccdf_org.ssgproject.content_``),
     ``rules`` ({full id: Rule}, document order), ``profiles`` ({full id: title}),
-    ``parse_seconds`` (time spent parsing and indexing), ``tailoring`` (None; a ``Tailoring``
+    ``parse_seconds`` (time spent parsing and indexing, when it was parsed), ``loaded_from_disk``
+    and ``load_seconds`` (True and the seconds when it came from the disk cache), ``tailoring`` (None; a ``Tailoring``
     on the view ``with_tailoring`` returns).
     """
 
     tailoring: Optional[Tailoring] = None
+    loaded_from_disk = False
+    load_seconds = 0.0
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -328,13 +412,19 @@ class Catalog:
                 _cache.move_to_end(digest)
                 return hit
 
-        started = time.perf_counter()
-        catalog = cls(bytes(data), digest, source)
-        catalog.parse_seconds = time.perf_counter() - started
+        catalog = _disk_cached(digest, lambda: cls._parsed(bytes(data), digest, source))
+        catalog.source = source
         with _cache_lock:
             _cache[digest] = catalog
             while len(_cache) > _CACHE_SIZE:
                 _cache.popitem(last=False)
+        return catalog
+
+    @classmethod
+    def _parsed(cls, data: bytes, digest: str, source: str) -> "Catalog":
+        started = time.perf_counter()
+        catalog = cls(data, digest, source)
+        catalog.parse_seconds = time.perf_counter() - started
         return catalog
 
     @classmethod

@@ -192,12 +192,16 @@ class RemediationLoop:
             raise LoopError("skill", str(exc)) from None
         self.gate_policy = task_gate.GatePolicy(remote_user=self.remote_user, module_allowlist_extra=self.skill.modules)
         self.health_commands = list(self.opts.health_commands) + self.skill.health_checks
+        clock = time.monotonic()
         self.catalog, self.trusted, source = load_catalog(
             self.action, self.task_vars, self.opts.datastream, self.opts.datastream_src, self.opts.trusted_sha256
         )
         if self.opts.tailoring_src:  # a view: the cached catalog is shared by every host
             self.catalog = load_tailoring(self.catalog, self.opts.tailoring_src)
+        timing = {"catalog_s": round(time.monotonic() - clock, 2)}
+        clock = time.monotonic()
         self.task_vars = with_host_facts(self.action, self.task_vars)
+        timing["facts_s"] = round(time.monotonic() - clock, 2)
         if not self.opts.allow_controller:
             refuse_controller(self.action, self.task_vars.get("ansible_facts", {}))
         self.profile = resolve_profile(self.catalog, self.opts.profile)
@@ -217,6 +221,7 @@ class RemediationLoop:
         except ValueError as exc:
             raise LoopError("memory", str(exc)) from None
         self.baseline = None
+        clock = time.monotonic()
         if self.opts.health_check and not self.check_mode:
             status = health.check_host(self.action)
             if not status.healthy:
@@ -230,6 +235,7 @@ class RemediationLoop:
             except health.HealthError as exc:
                 raise LoopError("unhealthy_before", "the health baseline cannot be taken: %s" % exc) from None
             self.events.emit("health_baseline", failing=self.baseline.failing)
+        timing["health_baseline_s"] = round(time.monotonic() - clock, 2)
         self.frozen = [] if self.check_mode else self._frozen_until_reboot()
         self.package_facts = PackageFactsCache()
         selected = set(self.profile.selected_rules)
@@ -270,6 +276,9 @@ class RemediationLoop:
             check_mode=self.check_mode,
             llm={"endpoint": llm.base_url, "model": llm.model} if self.worker.agents is not None else None,
             budget=dataclasses.asdict(self.opts.budget),
+            catalog_from_disk=self.catalog.loaded_from_disk,
+            seconds=round(time.monotonic() - self.started, 2),  # since the loop started: setup
+            timing=timing,
         )
 
     def _frozen_until_reboot(self) -> list[dict]:

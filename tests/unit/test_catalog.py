@@ -361,3 +361,36 @@ def test_selection_rules_on_small_datastream():
     assert rule.ansible_fix.complexity == "unknown" and rule.ansible_fix.reboot is False
     assert yaml.safe_load(cat.render_fix("a", "base")) == [{"name": "v", "set_fact": {"v": "9"}}]
     assert cat.expand_requires(["a"]) == [ns + "rule_a", ns + "rule_b", ns + "rule_c"]
+
+
+def test_the_disk_cache_is_loaded_instead_of_parsing_again(tmp_path, monkeypatch):
+    """Issue 9: forks of one run (and later runs) load the parsed catalog by sha256."""
+    from ansible_collections.scapforge.remediation.plugins.plugin_utils import catalog as catalog_mod
+
+    monkeypatch.setenv("SCAPFORGE_CATALOG_CACHE", str(tmp_path / "cache"))
+    Catalog.clear_cache()
+    first = Catalog.from_path(lab_datastream("ssg-debian12-ds.xml"))
+    assert not first.loaded_from_disk and first.parse_seconds > 0
+    [pickled] = [p for p in (tmp_path / "cache").iterdir() if p.suffix == ".pickle"]
+    assert pickled.name == "%s-%s.pickle" % (DEBIAN12_SHA256, catalog_mod._DISK_LAYOUT)
+    Catalog.clear_cache()
+    second = Catalog.from_path(lab_datastream("ssg-debian12-ds.xml"))
+    assert second is not first and second.loaded_from_disk and second.load_seconds < 1.0
+    assert list(second.rules) == list(first.rules)
+    assert second.render_fix("accounts_umask_etc_login_defs", "anssi_bp28_high") == \
+        first.render_fix("accounts_umask_etc_login_defs", "anssi_bp28_high")
+    # a file others may write is never loaded; a damaged one is parsed again and replaced
+    Catalog.clear_cache()
+    pickled.chmod(0o666)
+    assert not Catalog.from_path(lab_datastream("ssg-debian12-ds.xml")).loaded_from_disk
+    Catalog.clear_cache()
+    pickled.write_bytes(b"not a pickle")
+    pickled.chmod(0o600)
+    third = Catalog.from_path(lab_datastream("ssg-debian12-ds.xml"))
+    assert not third.loaded_from_disk and len(third.rules) == len(first.rules)
+    Catalog.clear_cache()
+    assert Catalog.from_path(lab_datastream("ssg-debian12-ds.xml")).loaded_from_disk  # stored again
+    monkeypatch.setenv("SCAPFORGE_CATALOG_CACHE", "")  # off
+    Catalog.clear_cache()
+    assert not Catalog.from_path(lab_datastream("ssg-debian12-ds.xml")).loaded_from_disk
+    Catalog.clear_cache()
