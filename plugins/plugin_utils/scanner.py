@@ -10,12 +10,18 @@ CRASH_KINDS = frozenset({"scanner_crashed", "oom_killed", "timeout"})
 
 
 class Scanner:
-    """Runs ``oscap_eval`` through the action plugin; one call per scan or verify batch."""
+    """Runs ``oscap_eval`` through the action plugin; one call per scan or verify batch.
+
+    The first scan that succeeds validates the datastream (and tailoring); later ones skip
+    oscap's schema validation (``skip_validation``, issue 9: 0.3 to 0.8 s a call on the lab),
+    since the file on the host is the one the run checked by digest and already validated.
+    """
 
     def __init__(self, action, task_vars: dict, datastream: str, profile: str, tailoring: str | None):
         self.action = action
         self.task_vars = task_vars
         self.base_args = {"datastream": datastream, "profile": profile}
+        self.validated = False
         if tailoring:
             self.base_args["tailoring_content"] = tailoring
 
@@ -27,9 +33,14 @@ class Scanner:
             args["rules"] = list(rules)
         if evidence:
             args["evidence"] = True
-        return self.action._execute_module(
+        if self.validated:
+            args["skip_validation"] = True
+        result = self.action._execute_module(
             module_name=OSCAP_EVAL, module_args=args, task_vars=self.task_vars, wrap_async=False
         )
+        if not result.get("failed"):
+            self.validated = True
+        return result
 
 
 def counts_of(results: dict) -> dict:

@@ -132,6 +132,14 @@ def test_three_rule_batch_with_the_required_rule(run, lab_host, scratch):
     print("\n[timing] 3-rule batch: oscap %.2f s, ansible round trip %.2f s" % (res["elapsed"], wall), file=sys.stderr)
 
 
+def test_skip_validation_gives_the_same_results_without_schema_checks(run):
+    rules = ["accounts_umask_etc_login_defs", "file_permissions_etc_passwd"]
+    checked, skipped = run({"rules": rules}), run({"rules": rules, "skip_validation": True})
+    assert not checked.get("failed") and not skipped.get("failed"), (checked, skipped)
+    assert "--skip-validation" in skipped["cmd"] and "--skip-validation" not in checked["cmd"]
+    assert skipped["rules"] == checked["rules"] and skipped["counts"] == checked["counts"]
+
+
 def test_rule_without_its_required_rule_warns(run):
     """oscap 1.3.7 warns "requires rule ... hasn't been specified"; it comes back as data."""
     res = run({"rules": [R + "sshd_set_idle_timeout"]})

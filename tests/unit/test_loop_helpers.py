@@ -18,3 +18,23 @@ def test_task_names_flatten_blocks_and_name_unnamed_tasks():
 def test_counts_leave_out_notselected():
     results = {"r1": "pass", "r2": "fail", "r3": "pass", "r4": "notselected", "r5": "error"}
     assert counts_of(results) == {"error": 1, "fail": 1, "pass": 2}
+
+
+def test_the_scanner_validates_the_content_once_then_skips_validation():
+    """Issue 9: the first successful oscap call validates the datastream; later ones skip it."""
+    from ansible_collections.scapforge.remediation.plugins.plugin_utils.scanner import Scanner
+
+    calls, answers = [], [{"failed": True, "msg": "oscap died"}, {"rules": {}}, {"rules": {}}]
+
+    class Action:
+        def _execute_module(self, module_name, module_args, task_vars, wrap_async):
+            calls.append(dict(module_args))
+            return answers.pop(0)
+
+    scanner = Scanner(Action(), {}, "/ds.xml", "p", None)
+    scanner.scan()
+    scanner.scan(["r1"])
+    scanner.scan(["r2"], evidence=True)
+    assert [c.get("skip_validation", False) for c in calls] == [False, False, True]
+    assert calls[2] == {"datastream": "/ds.xml", "profile": "p", "rules": ["r2"], "evidence": True,
+                        "skip_validation": True}
