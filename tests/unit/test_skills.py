@@ -240,3 +240,17 @@ def test_the_skill_lookup_through_ansible():
     assert data["trusted_sha256"] == [RHEL9_SHA256]
     rc, res, out = ansible("ansible.builtin.debug", "msg={{ lookup('scapforge.remediation.skill', 'nope') }}")
     assert rc != 0 and "no skill named nope: the collection has anssi-debian12, stig-rhel9" in out
+
+
+def test_a_skills_modules_widen_the_gate_for_model_written_tasks(tmp_path):
+    from ansible_collections.scapforge.remediation.plugins.plugin_utils import task_gate
+
+    task = [{"name": "t", "community.general.timezone": {"name": "UTC"}}]
+    default = task_gate.GatePolicy(remote_user="scapforge", module_allowlist_extra=skills.load_skill("anssi-debian12").modules)
+    assert any("community.general.timezone" in p for p in task_gate.validate(task, trusted=False, policy=default))
+    root, directory = copy_skill(tmp_path)
+    edit(directory / "skill.yml", lambda d: d.update(modules=["community.general.timezone"], health_checks=["true"]))
+    skill = skills.load_skill("anssi-debian12", root=str(root))
+    policy = task_gate.GatePolicy(remote_user="scapforge", module_allowlist_extra=skill.modules)
+    assert task_gate.validate(task, trusted=False, policy=policy) == []
+    assert skill.health_checks == ["true"]
