@@ -141,16 +141,19 @@ def main(argv=None):
                   "ours": figures(before[ours_name], after[ours_name], ours_name, ours)}
         result["ratio"] = {"wall_s": round(result["ours"]["wall_s"] / result["ssg"]["wall_s"], 2),
                            "pass": round(result["ours"]["pass"] / max(result["ssg"]["pass"], 1), 2)}
-        result["same_passing"] = sorted(r for r, v in after[ours_name].items() if v == "pass") == sorted(
-            r for r, v in after[ssg_name].items() if v == "pass")
+        ours_pass = {r for r, v in after[ours_name].items() if v == "pass"}
+        ssg_pass = {r for r, v in after[ssg_name].items() if v == "pass"}
+        result["same_passing"] = ours_pass == ssg_pass
+        result["pass_only_ours"], result["pass_only_ssg"] = sorted(ours_pass - ssg_pass), sorted(ssg_pass - ours_pass)
         print("| | wall s | pass | fail | error | notapplicable | regressions | host |")
         print("|---|---|---|---|---|---|---|---|")
         for side in ("ssg", "ours"):
             f = result[side]
             print("| %s | %.0f | %d | %d | %d | %d | %d | %s |" % (side, f["wall_s"], f["pass"], f["fail"], f["error"],
                                                              f["notapplicable"], len(f["regressions"]), f["host"]))
-        print("ours/ssg: wall %.2fx, pass %.2fx; identical passing sets: %s" % (
-            result["ratio"]["wall_s"], result["ratio"]["pass"], result["same_passing"]))
+        print("ours/ssg: wall %.2fx, pass %.2fx; identical passing sets: %s (only ours: %s; only SSG: %s)" % (
+            result["ratio"]["wall_s"], result["ratio"]["pass"], result["same_passing"],
+            ", ".join(result["pass_only_ours"]) or "none", ", ".join(result["pass_only_ssg"]) or "none"))
         os.makedirs(os.path.join(ROOT, "bench", "results"), exist_ok=True)
         with open(os.path.join(ROOT, "bench", "results", "vs_ssg.json"), "w") as handle:
             json.dump(result, handle, indent=1)

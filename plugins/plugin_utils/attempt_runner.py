@@ -96,7 +96,8 @@ class AttemptRunner:
             return
         self.progress.append("close", rule=item.rule, attempt=attempt.number)
 
-    def run(self, item: A.WorkItem, attempt: A.Attempt, tasks: list, trusted: bool) -> None:
+    def run(self, item: A.WorkItem, attempt: A.Attempt, tasks: list, trusted: bool,
+            variables: dict | None = None) -> None:
         """Run ``tasks`` as ``attempt`` under a checkpoint, then check the host's health.
 
         Fills the attempt's report, checkpoint, gate, health and side effects; gives it its
@@ -106,7 +107,7 @@ class AttemptRunner:
         checkpoint's dead-man switch is armed: the target restores it by itself unless the
         controller confirms health through a fresh login in time (issue 7 item 1). A lost
         connection, or an unhealthy host that neither a restore nor the switch heals, stops
-        the host.
+        the host. ``variables``: extra variables for the tasks (a skill fix's XCCDF Values).
         """
         short = item.short_id
         checkpoint = self.checkpoints.open(self.checkpoint_id(item, attempt))
@@ -140,7 +141,7 @@ class AttemptRunner:
         executor = TaskListExecutor(self.action, self.task_vars, trusted=trusted,
                                     policy=None if trusted else self.gate_policy, before_change=before_change,
                                     facts_cache=self.facts_cache)
-        report = executor.run(tasks)
+        report = executor.run(tasks, variables)
         attempt.report = report.to_dict()
         attempt.checkpoint = dict(checkpoint.to_dict(), not_covered=uncovered, deadman=bool(switch))
         self.changed = self.changed or report.changed

@@ -92,3 +92,23 @@ def test_audit_rules_on_disk_wait_for_a_reboot_while_the_kernel_rules_are_immuta
     assert "chmod" in host.ssh("sudo cat /etc/audit/rules.d/perm_mod.rules").stdout  # on disk, not undone
     immutable = report["rules"]["audit_rules_immutable"]
     assert (immutable["outcome"], immutable["reason"]) == ("remediated", "verified")
+
+
+def test_the_skills_tmout_fix_passes_and_keeps_every_login_shell_quiet(lab, lab_host, lab_inventory, tmp_path,
+                                                                         remediate):
+    """The content's accounts_tmout fix writes `typeset -xr TMOUT=600` in a file dash sources
+    at every login ("typeset: not found") with a mode that follows root's umask; the loop's
+    side-effect check rolls it back (escalated/side_effect_rolled_back). The anssi-debian12
+    skill's own fix passes the rule with the profile's Value and harms no shell."""
+    host = lab.reset([lab_host.name])[0]
+    host.ssh("sudo sh -c 'umask 077; true'")
+    proc = remediate(lab_inventory, host.name, tmp_path, {"scapforge_rules": ["accounts_tmout"]})
+    assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-3000:]
+    report = json.loads((tmp_path / "latest" / "summary.json").read_text())["hosts"][host.name]
+    outcome = report["rules"]["accounts_tmout"]
+    assert (outcome["outcome"], outcome["reason"], outcome["side_effects"]) == ("remediated", "verified", [])
+    assert host.ssh("stat -c %a /etc/profile.d/tmout.sh").stdout.strip() == "644"
+    dash = host.ssh("sh -l -c 'echo $TMOUT' 2>&1")
+    bash = host.ssh("bash -l -c 'echo $TMOUT; readonly -p | grep -c TMOUT' 2>&1")
+    assert dash.stdout.strip() == "600"  # the anssi_bp28_high Value, no error from dash
+    assert bash.stdout.split() == ["600", "1"]
