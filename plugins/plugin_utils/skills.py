@@ -369,9 +369,19 @@ def _read_fix(directory: str, skill_file: str, rule: str, relative: str) -> list
 _CACHE: dict[tuple, Skill] = {}
 
 
+def _stamp(directory: str) -> tuple:
+    """(name, mtime in ns) of skill.yml, hooks.py and the files under fixes/: an edited skill
+    is loaded again."""
+    paths = [os.path.join(directory, "skill.yml"), os.path.join(directory, "hooks.py")]
+    fixes = os.path.join(directory, "fixes")
+    if os.path.isdir(fixes):
+        paths += sorted(os.path.join(fixes, entry) for entry in os.listdir(fixes))
+    return tuple((p, os.stat(p).st_mtime_ns) for p in paths if os.path.isfile(p))
+
+
 def load_skill(name: str, root: str = SKILLS_ROOT) -> Skill:
     """Load and validate the skill ``name`` from ``root`` (default: the installed collection's
-    ``skills/``). Cached per (root, name, mtime of skill.yml and hooks.py).
+    ``skills/``). Cached per (root, name, mtimes of skill.yml, hooks.py and fixes/).
 
     Raises SkillError: unknown name (the message lists the skills there), unreadable or
     invalid skill.yml (file and key named), no prompts directory, a hooks.py that fails to
@@ -384,8 +394,7 @@ def load_skill(name: str, root: str = SKILLS_ROOT) -> Skill:
     if not os.path.isfile(path):
         raise SkillError("no skill named %s: the collection has %s" % (name, ", ".join(skill_names(root)) or "none"))
     hooks_path = os.path.join(directory, "hooks.py")
-    key = (root, name, os.stat(path).st_mtime_ns,
-           os.stat(hooks_path).st_mtime_ns if os.path.isfile(hooks_path) else None)
+    key = (root, name, _stamp(directory))
     if key in _CACHE:
         return _CACHE[key]
     data = _read(path)
