@@ -5,8 +5,9 @@ decision 19: what a fix changes beyond its rule is part of its outcome).
 - tmout-login-shells, variants a (stock /etc/profile) and b (/etc/profile ends with a read-only
   TMOUT): after the run every login shell is clean, and a rule whose fix broke them is not a
   pass (``side_effect_rolled_back``, the findings in its attempt_log);
-- sudo-umask-then-new-files: after ``Defaults umask=0077`` a later fix's new file is 0600: caught,
-  undone, not a pass; every file the run left under /etc is 0644 root:root;
+- sudo-umask-then-new-files: after ``Defaults umask=0077`` a later fix's new file would be 0600;
+  the skill's accounts_tmout fix sets its mode, so every file the run left under /etc is 0644
+  root:root and a non-root login shell has TMOUT=600;
 - dotfile-symlink-owner: the content's chown (as it runs under dash, and as a Worker writes it
   under bash, following the user's link to /etc/shadow): /etc/shadow stays root:shadow 0640,
   the link untouched, a fix that changed /etc/shadow caught, undone and reported;
@@ -107,7 +108,9 @@ def test_tmout_login_shells_variant_b_is_rolled_back_not_a_pass(lab, lab_host, l
         shells = {(f["shell"], f["user"]): f for f in findings(outcome, "login_shell")}
         assert set(shells) == {("%s -l -c true" % s, u) for s, u in SHELLS}
         assert all(f["unhealthy"] for f in shells.values())
-        assert "typeset: not found" in shells[("sh -l -c true", USER)]["after"]
+        # the skill's fix: `readonly TMOUT=600` in /etc/profile.d, then the site's TMOUT=900 at
+        # the end of /etc/profile fails in every login shell
+        assert "TMOUT: is read only" in shells[("sh -l -c true", USER)]["after"]
         assert "TMOUT: readonly variable" in shells[("bash -l -c true", "root")]["after"]
         assert "login_shell" in outcome["detail"] and "rolled back" in outcome["detail"]
         # after the run: every login shell clean, nothing of the fix left
@@ -160,11 +163,12 @@ def test_sudo_umask_then_new_files(lab, lab_host, lab_inventory, tmp_path, remed
         assert (rules["sudo_add_umask"]["outcome"], rules["sudo_add_umask"]["reason"]) == ("remediated", "verified")
         assert "umask=0077" in root(host, "grep -h umask /etc/sudoers")
         tmout = rules["accounts_tmout"]
-        created = findings(tmout, "created_mode")
-        # the rule that created a 0600 file under /etc/profile.d is not a clean pass
-        assert (tmout["outcome"], tmout["reason"]) == ("escalated", "side_effect_rolled_back"), tmout
-        assert [(f["path"], f["after"], f["unhealthy"]) for f in created] == [
-            ("/etc/profile.d/tmout.sh", "file root:root 0600 (expected 0644)", True)]
+        # the skill's own fix sets the file's mode: 0644 under sudo's umask=0077 too, a clean pass
+        # (the content's fix made it 0600 and was rolled back; that check is in
+        # tests/integration/test_health_checks_lab.py)
+        assert (tmout["outcome"], tmout["reason"], tmout["side_effects"]) == ("remediated", "verified", []), tmout
+        assert stat(host, "/etc/profile.d/tmout.sh") == "644 root:root regular file"
+        assert host.ssh("bash -l -c 'echo $TMOUT'").stdout.strip() == "600"  # the admin user, not root
         # every file the run left under /etc is 0644 root:root, or its rule is not a clean pass
         new = sorted(etc_entries(host) - before)
         for path in new:
@@ -172,7 +176,6 @@ def test_sudo_umask_then_new_files(lab, lab_host, lab_inventory, tmp_path, remed
                 owners = [r for r, o in rules.items() if any(f.get("path") == path for a in o["attempt_log"]
                                                               for f in a.get("side_effects") or [])]
                 assert owners and not any(clean_pass(rules[r]) for r in owners), (path, stat(host, path), rules)
-        assert root(host, "test -e /etc/profile.d/tmout.sh && echo left; true").strip() == ""
         assert clean(login_shells(host))
         assert host.ssh("sudo -n env true", check=False).returncode == 0
     finally:
