@@ -82,6 +82,15 @@ def scan(host, profile):
             for rr in root.iter(XCCDF + "rule-result")}
 
 
+def in_parallel(*calls):
+    """Run the no-argument callables at the same time; return when all are done."""
+    threads = [threading.Thread(target=call) for call in calls]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+
 def run_timed(argv, log_path, out):
     started = time.monotonic()
     with open(log_path, "w") as log:
@@ -111,11 +120,8 @@ def main(argv=None):
     workdir = tempfile.mkdtemp(prefix="scapforge-vs-ssg-")
     inventory = str(lab.write_inventory(os.path.join(workdir, "inventory.yml"), [ssg_host, ours_host]))
     try:
-        before = {}
-        threads = [threading.Thread(target=lambda h=h: before.__setitem__(h.name, scan(h, args.profile)))
-                   for h in (ssg_host, ours_host)]
-        [t.start() for t in threads]
-        [t.join() for t in threads]
+        before, after = {}, {}
+        in_parallel(*(lambda h=h: before.__setitem__(h.name, scan(h, args.profile)) for h in (ssg_host, ours_host)))
         skip = skipped_as_access_impacting(lab, args.profile)
         playbook = ssg_playbook(lab, args.profile, ssg_name, workdir)
         ssg, ours = {}, {}
@@ -128,14 +134,8 @@ def main(argv=None):
                                 "scapforge_memory_path": os.path.join(workdir, "memory")})],
              os.path.join(workdir, "ours.log"), ours),
         ]
-        threads = [threading.Thread(target=run_timed, args=run) for run in runs]
-        [t.start() for t in threads]
-        [t.join() for t in threads]
-        after = {}
-        threads = [threading.Thread(target=lambda h=h: after.__setitem__(h.name, scan(h, args.profile)))
-                   for h in (ssg_host, ours_host)]
-        [t.start() for t in threads]
-        [t.join() for t in threads]
+        in_parallel(*(lambda run=run: run_timed(*run) for run in runs))
+        in_parallel(*(lambda h=h: after.__setitem__(h.name, scan(h, args.profile)) for h in (ssg_host, ours_host)))
         result = {"profile": args.profile, "skipped_access_impacting": skip, "workdir": workdir,
                   "ssg": figures(before[ssg_name], after[ssg_name], ssg_name, ssg),
                   "ours": figures(before[ours_name], after[ours_name], ours_name, ours)}

@@ -992,6 +992,11 @@ class Catalog:
             return val.default
         raise CatalogError("XCCDF Value %s has no value" % vid)
 
+    def rule_values(self, rule_id: str, profile_id: Optional[str] = None) -> Dict[str, str]:
+        """{short Value id: its value under the profile} for the XCCDF Values the rule uses
+        (``Rule.value_ids`` order). Raises CatalogError for an unknown rule or profile."""
+        return {self._short(vid, "value"): self.value(vid, profile_id) for vid in self.rule(rule_id).value_ids}
+
     def value_selectors(self, value_id: str) -> Dict[str, str]:
         """{selector: value} of a Value (full or short id). Raises CatalogError if unknown."""
         vid = self._full(value_id, "value")

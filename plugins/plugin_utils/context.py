@@ -94,11 +94,7 @@ def rule_text(catalog, rule_id: str, profile_id: str) -> str:
 
 def values_text(catalog, rule_id: str, profile_id: str) -> str | None:
     """``var = value`` for each XCCDF Value the rule uses, under the profile; None if none."""
-    rule = catalog.rule(rule_id)
-    lines = []
-    for vid in rule.value_ids:
-        short = vid.rsplit("_value_", 1)[-1]
-        lines.append("%s = %s" % (short, catalog.value(vid, profile_id)))
+    lines = ["%s = %s" % item for item in catalog.rule_values(rule_id, profile_id).items()]
     return cap("\n".join(lines), CAPS["values"]) if lines else None
 
 

@@ -465,18 +465,19 @@ class TaskListExecutor:
             engine = self._engine(variables)
             tmp_task.post_validate(templar=engine)
             tmp_task.check_mode = bool(tmp_task.check_mode) or self._force_check
+            ref = task_gate.resolve_module(tmp_task.action)
+            fqcn = ref.fqcn if ref else str(tmp_task.action)
             if self._before_change is not None and not tmp_task.check_mode:
-                ref = task_gate.resolve_module(tmp_task.action)
-                problem = self._before_change(ref.fqcn if ref else str(tmp_task.action), dict(tmp_task.args or {}))
+                problem = self._before_change(fqcn, dict(tmp_task.args or {}))
                 if problem:
                     return dict(failed=True, changed=False, msg='not run: %s' % problem, _scapforge_not_run=True)
             vars_copy = dict(variables)
             started = True
             own_args = dict(tmp_task.args or {})  # before the handler adds its own keys
-            result = self._cached_package_facts(tmp_task, own_args)
+            result = self._cached_package_facts(fqcn, own_args)
             if result is None:
                 result = self._run_handler(tmp_task, vars_copy)
-                self._remember_package_facts(tmp_task, own_args, result)
+                self._remember_package_facts(fqcn, own_args, result, tmp_task.check_mode)
         except AnsibleConnectionFailure as ex:
             return dict(failed=True, unreachable=True, changed=False, msg=task_gate._error_text(ex))
         except AnsibleError as ex:
@@ -511,10 +512,9 @@ class TaskListExecutor:
                 result[f'{condname}_when_result'] = task_gate._error_text(ex)
         return result
 
-    def _cached_package_facts(self, task: Task, args: dict) -> dict | None:
+    def _cached_package_facts(self, fqcn: str, args: dict) -> dict | None:
         """The result of a package_facts task from the run's cache, or None to run it."""
-        if self._facts_cache is None or task_gate.resolve_module(task.action) is None \
-                or task_gate.resolve_module(task.action).fqcn != PACKAGE_FACTS:
+        if self._facts_cache is None or fqcn != PACKAGE_FACTS:
             return None
         facts = self._facts_cache.get(args)
         if facts is None:
@@ -522,15 +522,13 @@ class TaskListExecutor:
         self._facts_cache.served += 1
         return dict(changed=False, ansible_facts=facts, msg='package facts of this run, unchanged since gathered')
 
-    def _remember_package_facts(self, task: Task, args: dict, result: dict) -> None:
+    def _remember_package_facts(self, fqcn: str, args: dict, result: dict, check_mode: bool) -> None:
         if self._facts_cache is None:
             return
-        ref = task_gate.resolve_module(task.action)
-        fqcn = ref.fqcn if ref else str(task.action)
         if fqcn == PACKAGE_FACTS and not result.get('failed') and isinstance(result.get('ansible_facts'), dict):
             self._facts_cache.gathered += 1
             self._facts_cache.put(args, result['ansible_facts'])
-        elif fqcn in PACKAGE_CHANGING and (result.get('changed') or result.get('failed')) and not task.check_mode:
+        elif fqcn in PACKAGE_CHANGING and (result.get('changed') or result.get('failed')) and not check_mode:
             self._facts_cache.invalidate()
 
     def _run_handler(self, task: Task, task_vars: dict) -> dict:

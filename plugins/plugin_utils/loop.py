@@ -477,8 +477,7 @@ class RemediationLoop:
             self.queue.append(rule_id)
             return None
         if self.check_mode:
-            executor = TaskListExecutor(self.action, self.task_vars, trusted=self.trusted or own,
-                                        facts_cache=self.package_facts)
+            executor = TaskListExecutor(self.action, self.task_vars, trusted=self.trusted or own)
             problems = executor.validate(tasks)
             if problems:
                 self._finish(rule_id, "fix_refused", detail="; ".join(problems)[:500])
@@ -490,20 +489,14 @@ class RemediationLoop:
         attempt = item.new_attempt(A.VENDOR)
         started = time.monotonic()
         self.runner.run(item, attempt, tasks, trusted=self.trusted or own,
-                        variables=self._values_of(rule) if own else None)
+                        # a skill's fix templates with the rule's XCCDF Values, as the content's
+                        # fixes get them from their set_fact of each Value
+                        variables=self.catalog.rule_values(rule_id, self.profile.id) if own else None)
         attempt.seconds = time.monotonic() - started
         if attempt.verdict:  # refused or unhealthy: decided without verification
             self._after_vendor(item)
             return None
         return Applied(item, attempt, bool(fix is not None and fix.reboot) or self.skill.needs_reboot(rule_id))
-
-    def _values_of(self, rule) -> dict:
-        """{short Value id: value} of the XCCDF Values the rule uses, for the run's profile
-        (tailoring included): the variables a skill's own fix templates with, as the content's
-        fixes get them from their ``set_fact`` of each Value."""
-        prefix = self.catalog.id_namespace + "value_"
-        return {vid[len(prefix):] if vid.startswith(prefix) else vid: self.catalog.value(vid, self.profile.id)
-                for vid in rule.value_ids}
 
     def _from_memory(self, item: A.WorkItem, vendor_tasks: list | None) -> tuple[bool, Applied | None]:
         """Act on what memory knows before the vendor fix (issue 6 item 5): classify the rule

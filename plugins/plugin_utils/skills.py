@@ -29,13 +29,14 @@ import typing as t
 import yaml
 from jsonschema import Draft202012Validator
 
+from ansible_collections.scapforge.remediation.plugins.plugin_utils.safety import short_rule_id as _short
+
 __all__ = ["Skill", "SkillError", "SkillHooks", "load_skill", "skill_names", "rule_table", "table_counts",
            "SKILLS_ROOT", "CAT_BY_SEVERITY"]
 
 #: ``<collection>/skills`` (plugins/plugin_utils/ -> three levels up).
 SKILLS_ROOT = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "skills")
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
-RULE_PREFIX = "xccdf_org.ssgproject.content_rule_"
 #: DISA's category from XCCDF severity (DISA STIG Viewer user guide: CAT I high, II medium, III low).
 CAT_BY_SEVERITY = {"high": "CAT I", "medium": "CAT II", "low": "CAT III"}
 
@@ -107,7 +108,6 @@ class SkillError(Exception):
     """A skill is unknown, unreadable or invalid; the message names the file and the key."""
 
 
-@t.runtime_checkable
 class SkillHooks(t.Protocol):
     """What ``skills/<name>/hooks.py`` may define; every function is optional.
 
@@ -129,10 +129,6 @@ class SkillHooks(t.Protocol):
     def classify_failure(self, rule_id: str, message: str) -> str | None: ...
 
     def resolve_deferred(self, rule_ids: list, results: dict) -> dict: ...
-
-
-def _short(rule_id: str) -> str:
-    return rule_id[len(RULE_PREFIX):] if rule_id.startswith(RULE_PREFIX) else rule_id
 
 
 def _key_path(error) -> str:

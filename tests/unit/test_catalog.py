@@ -394,3 +394,9 @@ def test_the_disk_cache_is_loaded_instead_of_parsing_again(tmp_path, monkeypatch
     Catalog.clear_cache()
     assert not Catalog.from_path(lab_datastream("ssg-debian12-ds.xml")).loaded_from_disk
     Catalog.clear_cache()
+
+
+def test_rule_values_are_the_profiles_values_by_short_id(cat):
+    assert cat.rule_values("accounts_umask_etc_login_defs", "anssi_bp28_high") == {"var_accounts_user_umask": "077"}
+    assert cat.rule_values("accounts_tmout", "anssi_bp28_high") == {"var_accounts_tmout": "600"}
+    assert cat.rule_values("sshd_disable_root_login", "anssi_bp28_high") == {"sshd_required": "0"}  # its check-export
