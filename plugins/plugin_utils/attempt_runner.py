@@ -84,10 +84,22 @@ class AttemptRunner:
         self.deadman_seconds = int(deadman_seconds or 0)
         self.home = home
         self._checkpoints: dict[tuple[str, int], t.Any] = {}  # (rule, attempt number) -> Checkpoint
+        self._ids_used: set[str] = set()
+        #: (rule, attempt number) -> paths its checkpoint saw absent, for an attempt whose
+        #: health check waits for its batch (``run(defer_health=True)``)
+        self._created: dict[tuple[str, int], list[str]] = {}
 
     def checkpoint_id(self, item: A.WorkItem, attempt: A.Attempt) -> str:
-        """``<rule>-<attempt>-s<start>``: unique within the run, across resumed starts."""
-        return "%s-%d-s%d" % (item.short_id, attempt.number, self.start)
+        """``<rule>-<attempt>-s<start>``: unique within the run, across resumed starts. An
+        attempt applied again alone, after its batch failed the health check, reuses its
+        number: its checkpoint gets ``-<n>`` appended."""
+        base = "%s-%d-s%d" % (item.short_id, attempt.number, self.start)
+        checkpoint_id, again = base, 1
+        while checkpoint_id in self._ids_used:
+            again += 1
+            checkpoint_id = "%s-%d" % (base, again)
+        self._ids_used.add(checkpoint_id)
+        return checkpoint_id
 
     def close(self, item: A.WorkItem, attempt: A.Attempt) -> None:
         """The attempt is settled (judged and, where due, rolled back): it leaves the progress
@@ -97,7 +109,7 @@ class AttemptRunner:
         self.progress.append("close", rule=item.rule, attempt=attempt.number)
 
     def run(self, item: A.WorkItem, attempt: A.Attempt, tasks: list, trusted: bool,
-            variables: dict | None = None) -> None:
+            variables: dict | None = None, defer_health: bool = False) -> None:
         """Run ``tasks`` as ``attempt`` under a checkpoint, then check the host's health.
 
         Fills the attempt's report, checkpoint, gate, health and side effects; gives it its
@@ -108,6 +120,13 @@ class AttemptRunner:
         controller confirms health through a fresh login in time (issue 7 item 1). A lost
         connection, or an unhealthy host that neither a restore nor the switch heals, stops
         the host. ``variables``: extra variables for the tasks (a skill fix's XCCDF Values).
+
+        ``defer_health``: leave the health check to the attempt's batch (``batch_health``),
+        unless the attempt armed the dead-man switch, changed an ssh rule or ran a task that
+        ``safety.needs_own_health`` names (a command, a package, a service, a login file):
+        those are checked now, since the switch waits for the controller's word, an sshd
+        change needs its own login and a broken shell would fail the batch's later fixes. A
+        deferred attempt has ``health == {"deferred": True}``.
         """
         short = item.short_id
         checkpoint = self.checkpoints.open(self.checkpoint_id(item, attempt))
@@ -116,6 +135,7 @@ class AttemptRunner:
             self.progress.append("open", rule=item.rule, attempt=attempt.number, checkpoint=checkpoint.id)
         uncovered: dict[str, str] = {}
         switch: dict = {}
+        own_health: list[str] = []  # why this attempt's health cannot wait for its batch
 
         def before_change(fqcn: str, args: dict) -> str | None:
             if self.parent is not None and self.parent.gone():  # killed playbook: change nothing more
@@ -126,6 +146,8 @@ class AttemptRunner:
             if touched.unknown:
                 uncovered[fqcn] = touched.unknown
             paths = list(touched.paths) + list(touched.shallow)
+            if safety.needs_own_health(fqcn, paths):
+                own_health.append(fqcn)
             if not switch and self.deadman_seconds and safety.touches_access(fqcn, args, paths, self.home):
                 problem = self._arm(item, attempt, checkpoint, paths, switch)
                 if problem:
@@ -164,6 +186,10 @@ class AttemptRunner:
             return
         if not self.health_check:
             self._disarm(item, attempt, checkpoint, switch)
+            return
+        if defer_health and not switch and not own_health and item.category != "ssh":
+            attempt.health = {"deferred": True}
+            self._created[(item.rule, attempt.number)] = list(getattr(checkpoint, "absent", ()))
             return
         status = self.health(report.changed, item, getattr(checkpoint, "absent", ()))
         attempt.health = status.to_dict()
@@ -241,7 +267,17 @@ class AttemptRunner:
             self._stop_host("stopped after %s: %s%s" % (short, status.detail,
                                                    "" if restored else "; the rollback failed, restore by hand"))
 
-    def health(self, changed: bool, item: A.WorkItem, created: t.Iterable[str] = ()) -> health.HealthReport:
+    def batch_health(self, attempts: t.Sequence[tuple[A.WorkItem, A.Attempt]]) -> health.HealthReport:
+        """One health check for several attempts whose check was deferred (``run(defer_health=
+        True)``): the fresh login with become, then the checks against the baseline with the
+        paths all of them created. Issue 9: a check per batch of vendor fixes instead of one
+        per fix; the loop applies the attempts alone again when the batch is unhealthy."""
+        created: set[str] = set()
+        for item, attempt in attempts:
+            created.update(self._created.pop((item.rule, attempt.number), ()))
+        return self.health(False, None, created)
+
+    def health(self, changed: bool, item: A.WorkItem | None, created: t.Iterable[str] = ()) -> health.HealthReport:
         """A fresh login with become; after a change to an ssh rule, a login to a check sshd
         running the new configuration too; then, on the open connection, the checks against
         the run's baseline (``sshd -t``, ``visudo -c``, the package database, units that
@@ -249,7 +285,7 @@ class AttemptRunner:
         the rule (login shells, owner and mode of sensitive files, files ``created`` whose
         mode the umask decided): ``plugin_utils.health``."""
         status = health.check_host(self.action)
-        if status.healthy and changed and item.category == "ssh":
+        if status.healthy and changed and item is not None and item.category == "ssh":
             status = health.check_sshd_config(self.action)
         if not status.healthy or self.baseline is None:
             return status

@@ -119,6 +119,8 @@ class Applied:
     item: A.WorkItem
     attempt: A.Attempt
     reboot: bool
+    trusted: bool = False  # how its tasks ran, to apply them again alone (``_check_batch_health``)
+    variables: dict | None = None
 
 
 def task_names(tasks: list) -> list[str]:
@@ -440,10 +442,11 @@ class RemediationLoop:
             return outcomes.environment_reason(unfixable), "no fix on a running host can pass this rule"
         return None
 
-    def apply(self, rule_id: str) -> Applied | None:
+    def apply(self, rule_id: str, defer_health: bool = False) -> Applied | None:
         """Decide and, where allowed, apply one rule's vendor fix; never raises for a
         host-side failure. Returns the Applied fix waiting for verification, or None when the
-        rule got its outcome or went to the Worker queue."""
+        rule got its outcome or went to the Worker queue. ``defer_health``: its health check
+        waits for its batch (``AttemptRunner.run``)."""
         self.parent.check()
         rule = self.catalog.rule(rule_id)
         self.events.emit("rule_start", rule=rule.short_id, title=rule.title, category=self.skill.category_of(rule))
@@ -460,7 +463,7 @@ class RemediationLoop:
                 tasks = yaml.safe_load(self.catalog.render_fix(rule_id, self.profile.id)) or []
             except (CatalogError, yaml.YAMLError) as exc:  # content fault: this rule, not the run
                 unrenderable = "the content's fix cannot be rendered: %s" % exc
-        acted, applied = self._from_memory(item, tasks)
+        acted, applied = self._from_memory(item, tasks, defer_health)
         if acted:
             return applied
         if tasks is None and not unrenderable:
@@ -487,18 +490,21 @@ class RemediationLoop:
                              detail=("vendor fix would run %d tasks: %s" % (len(plan), "; ".join(plan)))[:800])
             return None
         attempt = item.new_attempt(A.VENDOR)
+        # a skill's fix templates with the rule's XCCDF Values, as the content's fixes get
+        # them from their set_fact of each Value
+        variables = self.catalog.rule_values(rule_id, self.profile.id) if own else None
         started = time.monotonic()
-        self.runner.run(item, attempt, tasks, trusted=self.trusted or own,
-                        # a skill's fix templates with the rule's XCCDF Values, as the content's
-                        # fixes get them from their set_fact of each Value
-                        variables=self.catalog.rule_values(rule_id, self.profile.id) if own else None)
+        self.runner.run(item, attempt, tasks, trusted=self.trusted or own, variables=variables,
+                        defer_health=defer_health)
         attempt.seconds = time.monotonic() - started
         if attempt.verdict:  # refused or unhealthy: decided without verification
             self._after_vendor(item)
             return None
-        return Applied(item, attempt, bool(fix is not None and fix.reboot) or self.skill.needs_reboot(rule_id))
+        return Applied(item, attempt, bool(fix is not None and fix.reboot) or self.skill.needs_reboot(rule_id),
+                       trusted=self.trusted or own, variables=variables)
 
-    def _from_memory(self, item: A.WorkItem, vendor_tasks: list | None) -> tuple[bool, Applied | None]:
+    def _from_memory(self, item: A.WorkItem, vendor_tasks: list | None,
+                     defer_health: bool = False) -> tuple[bool, Applied | None]:
         """Act on what memory knows before the vendor fix (issue 6 item 5): classify the rule
         with zero attempts (a caution, or a vendor failure with no model to try anything
         else), skip the vendor fix for the Worker, or first try tasks that verified on a host
@@ -524,7 +530,7 @@ class RemediationLoop:
         attempt = item.new_attempt(A.WORKER)  # try_first: tasks a Worker wrote that verified before
         attempt.origin = attempt.detail = decision.detail
         started = time.monotonic()
-        self.runner.run(item, attempt, decision.tasks, trusted=False)
+        self.runner.run(item, attempt, decision.tasks, trusted=False, defer_health=defer_health)
         attempt.seconds = time.monotonic() - started
         if attempt.verdict:
             self._after_vendor(item)
@@ -609,14 +615,16 @@ class RemediationLoop:
         todo = list(rule_ids)
         done: set[str] = set()
         pending: list[Applied] = []
+        batch_size = max(1, self.opts.verify_batch)
         for rule_id in todo:
             if rule_id in done:
                 continue
             group = [r for r in self.catalog.expand_requires([rule_id]) if r in todo and r not in done]
             done.update(group)
             try:
-                pending.extend(a for a in (self.apply(r) for r in group) if a is not None)
-                if len(pending) >= max(1, self.opts.verify_batch) or self.stopped:
+                pending.extend(a for a in (self.apply(r, defer_health=batch_size > 1) for r in group)
+                               if a is not None)
+                if len(pending) >= batch_size or self.stopped:
                     pending, batch = [], pending
                     self._verify_or_stop(batch)
             except AnsibleError as exc:  # an Ansible error outside the executor (connection, become): stop
@@ -624,12 +632,64 @@ class RemediationLoop:
         self._verify_or_stop(pending)
 
     def _verify_or_stop(self, applied: list[Applied]) -> None:
-        if not applied:
-            return
+        """The batch's health check (for the attempts that deferred it), then its verification."""
         try:
-            self.verify(applied)
+            applied = self._check_batch_health(applied)
+            if applied:
+                self.verify(applied)
         except AnsibleError as exc:
             self._stop("verification failed: %s" % str(exc)[-300:], [a.item.rule for a in applied], "verify_error")
+
+    def _check_batch_health(self, applied: list[Applied]) -> list[Applied]:
+        """One health check for the batch's attempts that deferred theirs (issue 9: vendor fixes
+        applied in one pass, with per-rule bisection only for what breaks health). Healthy: each
+        attempt gets the batch's health and the batch goes on to verification. Unhealthy: the
+        deferred attempts are rolled back, newest first, and applied again one at a time, each
+        with its own health check, which finds the attempt at fault and rolls back only that one
+        (``AttemptRunner.run``). A batch that is still unhealthy once rolled back stops the host.
+        Returns the attempts to verify."""
+        deferred = [a for a in applied if (a.attempt.health or {}).get("deferred")]
+        if not deferred or self.stopped:
+            return applied
+        self.parent.check()
+        shorts = [a.item.short_id for a in deferred]
+        status = self.runner.batch_health([(a.item, a.attempt) for a in deferred])
+        self.events.emit("health", batch=shorts, **status.to_dict())
+        if status.healthy:
+            for entry in deferred:
+                entry.attempt.health = dict(status.to_dict(), batch=shorts)
+            return applied
+        restored = [self.runner.roll_back(a.item, a.attempt) for a in reversed(deferred)]
+        after = self.runner.batch_health([])
+        self.events.emit("health", batch=shorts, after_restore=True, by="restore", **after.to_dict())
+        if not all(restored) or not after.healthy:
+            for entry in deferred:
+                entry.attempt.verdict, entry.attempt.reason = A.UNHEALTHY, "unhealthy"
+                entry.attempt.health = status.to_dict()
+            self._stop("the batch %s left the host unhealthy (%s)%s" % (
+                ", ".join(shorts), status.detail[:300], "" if after.healthy else "; the rollback did not heal it"),
+                [a.item.rule for a in applied])
+            return []
+        kept = [a for a in applied if a not in deferred]
+        for entry in deferred:
+            self.runner.close(entry.item, entry.attempt)
+            entry.item.attempts.remove(entry.attempt)
+            attempt = entry.item.new_attempt(entry.attempt.source)
+            alone = "applied alone: its batch (%s) failed the health check: %s" % (", ".join(shorts),
+                                                                                 status.detail[:200])
+            attempt.origin = "%s; %s" % (entry.attempt.origin, alone) if entry.attempt.origin else alone
+            attempt.detail = attempt.origin
+            started = time.monotonic()
+            self.runner.run(entry.item, attempt, entry.attempt.tasks, trusted=entry.trusted,
+                            variables=entry.variables)
+            attempt.seconds = time.monotonic() - started
+            if self.stopped:
+                break
+            if attempt.verdict:
+                self._after_vendor(entry.item)
+            else:
+                kept.append(dataclasses.replace(entry, attempt=attempt))
+        return kept
 
     def _work_queue(self) -> None:
         """The Worker phase over the queued rules, in the order they were queued."""

@@ -68,6 +68,23 @@ ACCESS_PATHS = (
     "/etc/nftables.conf", "/etc/iptables/", "/etc/ufw/", "/etc/crypto-policies/", "/etc/hosts.allow",
     "/etc/hosts.deny", "/etc/resolv.conf", "/usr/bin/sudo", "/etc/default/useradd",
 )
+#: paths whose change can break a login shell, become or the programs every later task runs:
+#: an attempt that changes one is health-checked on its own, never deferred to its batch's
+#: check (issue 9), like one that touches ACCESS_PATHS.
+OWN_HEALTH_PATHS = (
+    "/etc/profile", "/etc/bash.bashrc", "/etc/environment", "/etc/shells", "/etc/sudo.conf",
+    "/etc/ld.so.preload", "/etc/ld.so.conf", "/etc/default/locale", "/etc/locale.conf",
+    "/bin/", "/sbin/", "/usr/bin/", "/usr/sbin/", "/usr/libexec/",
+)
+#: modules whose effects no path names (commands, packages, services): an attempt that runs one
+#: to change something is health-checked on its own too.
+OWN_HEALTH_MODULES = frozenset({
+    "ansible.builtin.command", "ansible.builtin.shell", "ansible.builtin.script", "ansible.builtin.raw",
+    "ansible.builtin.expect", "ansible.builtin.apt", "ansible.builtin.package", "ansible.builtin.dnf",
+    "ansible.builtin.dnf5", "ansible.builtin.yum", "ansible.builtin.dpkg_selections", "ansible.builtin.pip",
+    "ansible.builtin.service", "ansible.builtin.systemd", "ansible.builtin.systemd_service",
+    "ansible.builtin.sysvinit", "ansible.builtin.mount", "ansible.posix.mount", "community.general.zypper",
+})
 #: modules that change access without a file path the checkpoint would name.
 ACCESS_MODULES = frozenset({
     "ansible.builtin.user", "ansible.builtin.group", "ansible.posix.authorized_key", "community.general.pamd",
@@ -93,6 +110,17 @@ def touches_access(fqcn: str, args: dict, paths: t.Sequence[str], home: str | No
         name = str(args.get("name") or "").rsplit(".service", 1)[0]
         return name in ACCESS_UNITS
     return False
+
+
+def needs_own_health(fqcn: str, paths: t.Sequence[str]) -> bool:
+    """Whether a task that may change something calls for a health check of its attempt alone:
+    its module is in ``OWN_HEALTH_MODULES`` or one of its ``paths`` is under
+    ``OWN_HEALTH_PATHS``. Issue 9: such an attempt is not left to its batch's single check,
+    which would not tell which attempt broke the host, and a broken shell or become would fail
+    the batch's later fixes first."""
+    if fqcn in OWN_HEALTH_MODULES:
+        return True
+    return any(p == prefix.rstrip("/") or p.startswith(prefix) for p in paths for prefix in OWN_HEALTH_PATHS)
 
 
 def environment_kind(message: str) -> str | None:
