@@ -14,8 +14,8 @@ description:
   - Runs on the controller. Reads C(<run_dir>/hosts/*.json) written by M(scapforge.remediation.ralph)
     and writes C(<run_dir>/summary.json) (per host C(before) and C(after) counts by result and
     per rule outcome, reason, attempts and modules; run totals) and a C(latest) symlink beside the run.
-  - Writes the run's reports from the same host reports, every host in each: C(report.html), C(junit.xml)
-    and C(checklists/<host>.ckl) (DISA STIG Viewer checklists, for content that carries STIG ids).
+  - Writes the run's reports from the same host reports, every host in each (C(report.html), C(junit.xml)
+    and C(checklists/<host>.ckl) (DISA STIG Viewer checklists, for content that carries STIG ids)).
 author:
   - scapforge maintainers
 options:
