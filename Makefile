@@ -16,10 +16,11 @@ PROFILE ?= xccdf_org.ssgproject.content_profile_anssi_bp28_high
 .PHONY: deps venv lab lab-build lab-down demo test unit integration faults lint clean
 
 # Debian packages the controller needs: Python's venv, and for the lab debootstrap,
-# systemd-nspawn, tinyproxy, ssh, curl and ip.
+# systemd-nspawn, tinyproxy, ssh, curl and ip; for the report.html test chromium and its driver.
 deps:
 	@need=""; for c in python3:python3 debootstrap:debootstrap systemd-nspawn:systemd-container tinyproxy:tinyproxy \
-	  ssh:openssh-client ssh-keygen:openssh-client curl:curl ip:iproute2 dpkg-deb:dpkg; do \
+	  ssh:openssh-client ssh-keygen:openssh-client curl:curl ip:iproute2 dpkg-deb:dpkg \
+	  chromium:chromium chromedriver:chromium-driver; do \
 	  command -v $${c%%:*} >/dev/null 2>&1 || need="$$need $${c##*:}"; done; \
 	$(PYTHON) -c 'import ensurepip, venv' >/dev/null 2>&1 || need="$$need python3-venv"; \
 	if [ -n "$$need" ]; then apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $$need; fi

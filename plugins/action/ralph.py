@@ -30,6 +30,7 @@ ARGUMENT_SPEC = {
     "trusted_sha256": {"type": "list", "elements": "str", "default": []},
     "rules": {"type": "list", "elements": "str", "default": []},
     "skip_rules": {"type": "list", "elements": "str", "default": []},
+    "waivers": {"type": "list", "elements": "raw", "default": []},
     "allow_access_impacting": {"type": "list", "elements": "str", "default": []},
     "health_check": {"type": "bool", "default": True},
     "rescan": {"type": "bool", "default": True},
@@ -66,7 +67,7 @@ ARGUMENT_SPEC = {
 
 #: module options that are LoopOptions fields of the same name and value.
 _PASSED_AS_IS = (
-    "datastream", "profile", "datastream_src", "tailoring_src", "trusted_sha256", "rules", "skip_rules",
+    "datastream", "profile", "datastream_src", "tailoring_src", "trusted_sha256", "rules", "skip_rules", "waivers",
     "allow_access_impacting", "health_check", "rescan", "time_budget", "verify_batch", "skill",
     "skill_description", "memory_path", "memory_retry", "allow_controller", "health_commands",
     "deadman_seconds", "allow_reboot", "checkpoint_provider", "checkpoint_options",

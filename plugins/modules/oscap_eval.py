@@ -84,6 +84,8 @@ options:
     description:
       - Path on the target where an ARF (Asset Reporting Format) results file is kept
         (C(--results-arf)). Same rules as O(results_path).
+      - A path ending in C(.gz) is written gzip-compressed (a whole profile's ARF is MBs of
+        XML that compresses about 15 to 1; the controller fetches the smaller file).
     type: path
   timeout:
     description:
@@ -363,6 +365,7 @@ cmd:
 """
 
 import glob
+import gzip
 import os
 import shutil
 import signal
@@ -536,6 +539,16 @@ def keep_copy(src, dest, option):
         raise ScanFailed("results_unwritable", "%s %s cannot be written: %s" % (option, dest, exc))
 
 
+def keep_gzip(src, dest, option):
+    """Write src gzip-compressed to dest; raise ScanFailed(results_unwritable) naming dest on failure."""
+    try:
+        with open(src, "rb") as fin:
+            with gzip.open(dest, "wb", compresslevel=6) as fout:
+                shutil.copyfileobj(fin, fout)
+    except (IOError, OSError) as exc:
+        raise ScanFailed("results_unwritable", "%s %s cannot be written: %s" % (option, dest, exc))
+
+
 def read_evidence(workdir, xccdf_bytes, requested):
     """The ``evidence*`` return keys: the OVAL evidence of the failing rules, read from the
     ``*.result.xml`` files oscap wrote into workdir (its cwd) with ``--oval-results``.
@@ -636,7 +649,10 @@ def scan(module, params, result):
         if params["arf_path"]:
             if not os.path.isfile(arf_xml):
                 raise ScanFailed("oscap_error", "oscap exited %s but wrote no ARF file." % rc)
-            keep_copy(arf_xml, params["arf_path"], "arf_path")
+            if params["arf_path"].endswith(".gz"):
+                keep_gzip(arf_xml, params["arf_path"], "arf_path")
+            else:
+                keep_copy(arf_xml, params["arf_path"], "arf_path")
             result["arf_path"] = params["arf_path"]
 
         result["rules"] = parsed["rules"]

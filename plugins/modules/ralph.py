@@ -89,6 +89,19 @@ options:
     type: list
     elements: str
     default: []
+  waivers:
+    description:
+      - Waived rules, each a mapping with C(rule) (short or full id), C(reason) (the
+        justification an auditor reads) and C(expires) (the last day it holds, C(YYYY-MM-DD), UTC).
+      - Until it expires the rule is not attempted and is reported C(skipped), reason C(waived),
+        with the justification and expiry, in every output (host report, report.html, junit.xml,
+        the STIG checklist). An expired waiver is listed in the host report's C(expired_waivers)
+        and the rule is worked as usual.
+      - A malformed entry or an unknown rule stops the host before any change (reason C(waiver))
+        with the entry named.
+    type: list
+    elements: raw
+    default: []
   allow_access_impacting:
     description: Access-impacting rules the user allows to run; C(all) allows every one.
     type: list

@@ -14,6 +14,8 @@ description:
   - Runs on the controller. Reads C(<run_dir>/hosts/*.json) written by M(scapforge.remediation.ralph)
     and writes C(<run_dir>/summary.json) (per host C(before) and C(after) counts by result and
     per rule outcome, reason, attempts and modules; run totals) and a C(latest) symlink beside the run.
+  - Writes the run's reports from the same host reports, every host in each (C(report.html), C(junit.xml)
+    and C(checklists/<host>.ckl) (DISA STIG Viewer checklists, for content that carries STIG ids)).
 author:
   - scapforge maintainers
 options:
@@ -68,6 +70,14 @@ without_report:
   elements: str
 errors:
   description: Per host, the reason and message of a run that could not start or go on.
+  returned: always
+  type: dict
+reports:
+  description:
+    - The reports written next to the summary, every host in each, once per run.
+    - C(html) report.html (self-contained, for people), C(junit) junit.xml (one test case per
+      rule per host), C(checklists) {host, path} of the STIG checklists (CKL) of hosts whose
+      content carries DISA SV- ids.
   returned: always
   type: dict
 """

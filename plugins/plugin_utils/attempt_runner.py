@@ -162,7 +162,7 @@ class AttemptRunner:
         attempt.tasks = tasks
         executor = TaskListExecutor(self.action, self.task_vars, trusted=trusted,
                                     policy=None if trusted else self.gate_policy, before_change=before_change,
-                                    facts_cache=self.facts_cache)
+                                    facts_cache=self.facts_cache, diff=True)
         report = executor.run(tasks, variables)
         attempt.report = report.to_dict()
         attempt.checkpoint = dict(checkpoint.to_dict(), not_covered=uncovered, deadman=bool(switch))

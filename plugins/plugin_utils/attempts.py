@@ -18,7 +18,11 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import json
 import re
+import typing as t
+
+import yaml
 
 from ansible_collections.scapforge.remediation.plugins.plugin_utils import outcomes, safety
 
@@ -52,6 +56,20 @@ class Budget:
     seconds: float = 900.0
     tokens: int = 60000
     review_every: int = 3
+
+
+#: the most characters of an attempt's task list kept as YAML in the host report.
+TASKS_LIMIT = 20000
+
+
+def tasks_yaml(tasks: t.Any) -> str:
+    """A task list as block YAML for humans (keys in their order), at most TASKS_LIMIT
+    characters; "" for none. Strings Ansible tagged (trusted/untrusted) dump as plain text."""
+    if not tasks:
+        return ""
+    plain = json.loads(json.dumps(tasks, default=str))  # tagged str subclasses -> str
+    text = yaml.safe_dump(plain, sort_keys=False, default_flow_style=False, width=110, allow_unicode=True)
+    return text if len(text) <= TASKS_LIMIT else text[:TASKS_LIMIT] + "\n# [cut at %d characters]\n" % TASKS_LIMIT
 
 
 @dataclasses.dataclass
@@ -125,7 +143,10 @@ class Attempt:
 
     def log_entry(self) -> dict:
         """The host report's ``attempt_log`` entry: source, verdict, reason, tokens,
-        rolled_back, seconds, modules, changed, detail (at most 300 characters)."""
+        rolled_back, seconds, modules, changed, detail (at most 300 characters), tasks (the
+        task list as YAML text, at most TASKS_LIMIT characters; "" when none was proposed) and
+        diffs (the executor's ``diffs``: {task, module, diff} of the tasks that changed a file,
+        from Ansible's diff mode; a rolled-back attempt's diffs say what was undone)."""
         return {
             "attempt": self.number,
             "source": self.source,
@@ -138,6 +159,8 @@ class Attempt:
             "changed": self.changed,
             "detail": self.detail[:300],
             "side_effects": list(self.side_effects),
+            "tasks": tasks_yaml(self.tasks),
+            "diffs": list((self.report or {}).get("diffs") or []),
         }
 
     def signature(self) -> str:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import difflib
 import json
 import typing as t
 
@@ -35,14 +36,18 @@ from ansible.utils.vars import combine_vars
 from ansible.vars.clean import clean_facts, namespace_facts, strip_internal_keys
 
 from ansible_collections.scapforge.remediation.plugins.plugin_utils import ansible_private, task_gate
+from ansible_collections.scapforge.remediation.plugins.plugin_utils.redact import redact
 
 MSG_LIMIT = 500
 _CONDITIONAL_KEYS = ('when', 'failed_when', 'changed_when')
 # Keywords accepted by the gate but not handed to Ansible's Task loader: tags are ignored;
 # become is the host's (the action's connection already carries its become plugin).
 _STRIPPED_KEYWORDS = ('tags', 'become')
-#: actions only the loop itself runs (``TaskListExecutor.run_loop_action``), never a fix.
-LOOP_ACTIONS = frozenset({'ansible.builtin.reboot'})
+#: actions only the loop itself runs (``TaskListExecutor.run_loop_action``), never a fix: the
+#: reboot of deferred fixes, and fetching the scans' ARF results to the controller.
+LOOP_ACTIONS = frozenset({'ansible.builtin.reboot', 'ansible.builtin.fetch'})
+#: the most characters of one task's diff kept in a report (a rewritten large file says so).
+DIFF_LIMIT = 20000
 
 
 #: modules whose change can install, remove or upgrade packages: after one of them changed
@@ -107,6 +112,11 @@ class ExecutionReport:
       its changed is what it would change, and does not count in ``changed``), msg (trimmed).
     results: the raw results of the tasks reached (internal keys stripped), only when the run
       asked for them (``keep_results``; read-only probes need what the module returned).
+    diffs: with the executor's ``diff`` on, one dict per task that changed the host and whose
+      module returned a diff (Ansible's diff mode, ``--diff``: lineinfile, copy, template,
+      blockinfile, replace, file...): {task, module, diff (unified diff text, at most
+      DIFF_LIMIT characters, secrets redacted: ``redact.redact``)}. Modules without diff
+      support (command, shell) give none.
     """
 
     ok: bool = True
@@ -118,6 +128,7 @@ class ExecutionReport:
     modules: list = dataclasses.field(default_factory=list)
     task_results: list = dataclasses.field(default_factory=list)
     results: list = dataclasses.field(default_factory=list)
+    diffs: list = dataclasses.field(default_factory=list)
 
     def to_dict(self) -> dict:
         """Return a plain JSON-serialisable dict with the fields above (``results`` left out)."""
@@ -152,6 +163,41 @@ def _deep_trust(value: t.Any) -> t.Any:
     return value
 
 
+def _diff_lines(text: t.Any) -> list[str]:
+    if text is None:
+        text = ''
+    elif not isinstance(text, str):  # file's {path, mode, state...}: one key a line
+        text = json.dumps(text, indent=2, sort_keys=True, default=str) + '\n'
+    lines = text.splitlines(True)
+    if lines and not lines[-1].endswith('\n'):
+        lines[-1] += '\n\\ No newline at end of file\n'
+    return lines
+
+
+def unified_diff(diff: t.Any) -> str:
+    """A module's ``diff`` return value (a dict or a list of dicts with ``before``/``after``
+    and optional ``before_header``/``after_header``, or ``prepared`` text) as unified diff
+    text, as ansible-core's callbacks print it under ``--diff`` (CallbackBase._get_diff,
+    without colour). Binary and oversized files are named, not diffed."""
+    parts: list[str] = []
+    for entry in diff if isinstance(diff, list) else [diff]:
+        if not isinstance(entry, dict):
+            continue
+        for key, what in (('dst_binary', 'destination file appears to be binary'),
+                          ('src_binary', 'source file appears to be binary'),
+                          ('dst_larger', 'destination file is too large'), ('src_larger', 'source file is too large')):
+            if key in entry:
+                parts.append('diff skipped: %s\n' % what)
+        if 'before' in entry and 'after' in entry:
+            before = 'before: %s' % entry['before_header'] if 'before_header' in entry else 'before'
+            after = 'after: %s' % entry['after_header'] if 'after_header' in entry else 'after'
+            parts.extend(difflib.unified_diff(_diff_lines(entry['before']), _diff_lines(entry['after']),
+                                              fromfile=before, tofile=after, n=C.DIFF_CONTEXT))
+        if entry.get('prepared'):
+            parts.append(str(entry['prepared']))
+    return ''.join(parts)
+
+
 def _result_message(result: dict) -> str:
     """One line for a failed (or skipped) result: msg, then stderr/stdout detail, then item failures."""
     parts = []
@@ -184,6 +230,8 @@ class TaskListExecutor:
       touch before they change (``plugin_utils.checkpoint``).
     facts_cache: the run's :class:`PackageFactsCache` for this host (None: every
       package_facts runs).
+    diff: run the tasks in Ansible's diff mode (the task keyword ``diff: true``) and keep
+      the diffs of the tasks that changed the host in the report's ``diffs``.
 
     One executor may run several lists; variables set by one run (set_fact, register,
     facts) do not leak into the next.
@@ -191,8 +239,9 @@ class TaskListExecutor:
 
     def __init__(self, action, task_vars: dict, trusted: bool, policy: t.Any = None,
                  before_change: t.Callable[[str, dict], str | None] | None = None,
-                 facts_cache: PackageFactsCache | None = None):
+                 facts_cache: PackageFactsCache | None = None, diff: bool = False):
         self._action = action
+        self._diff = bool(diff)
         self._facts_cache = facts_cache
         self._task_vars = task_vars or {}
         self.trusted = bool(trusted)
@@ -343,6 +392,14 @@ class TaskListExecutor:
         report.task_results.append(dict(name=str(name), module=fqcn, changed=bool(result.get('changed')),
                                          failed=failed, skipped=skipped, ignored=ignored, check_mode=check_mode,
                                          msg=_trim(msg)))
+        if self._diff and result.get('changed') and not check_mode:
+            found = [result.get('diff')] + [r.get('diff') for r in result.get('results') or []
+                                            if isinstance(r, dict) and r.get('changed')]
+            text = redact(''.join(unified_diff(d) for d in found if d))[0]  # a shadow line's hash stays home
+            if text:
+                if len(text) > DIFF_LIMIT:
+                    text = text[:DIFF_LIMIT] + '\n[diff cut at %d characters]\n' % DIFF_LIMIT
+                report.diffs.append(dict(task=str(name), module=fqcn, diff=text))
         if failed and not ignored:
             report.ok = False
             report.failed_task = str(name)
@@ -465,6 +522,8 @@ class TaskListExecutor:
             engine = self._engine(variables)
             tmp_task.post_validate(templar=engine)
             tmp_task.check_mode = bool(tmp_task.check_mode) or self._force_check
+            if self._diff:
+                tmp_task.diff = True
             ref = task_gate.resolve_module(tmp_task.action)
             fqcn = ref.fqcn if ref else str(tmp_task.action)
             if self._before_change is not None and not tmp_task.check_mode:

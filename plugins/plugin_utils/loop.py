@@ -36,6 +36,8 @@ from ansible.errors import AnsibleError
 
 from ansible_collections.scapforge.remediation.plugins.plugin_utils import attempts as A
 from ansible_collections.scapforge.remediation.plugins.plugin_utils import health, outcomes, safety, task_gate
+from ansible_collections.scapforge.remediation.plugins.plugin_utils import host_report as HR
+from ansible_collections.scapforge.remediation.plugins.plugin_utils import waivers as W
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.agent_loop import WorkerPhase
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.attempt_runner import AttemptRunner
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.catalog import CatalogError
@@ -67,6 +69,11 @@ CHECKPOINT_ROOT = "/var/lib/scapforge/checkpoints"
 #: back (ansible.builtin.reboot's reboot_timeout; its own default is 600 too).
 REBOOT_ACTION = "ansible.builtin.reboot"
 REBOOT_TIMEOUT = 600
+#: where the baseline and final scans keep their ARF results on the target (one directory per
+#: run, gzip-compressed: a whole profile's ARF is about 14 MB of XML, 1 MB compressed), and the
+#: action that brings them to the controller (``<run dir>/arf/<host>-before.xml``/``-after.xml``).
+ARF_ROOT = "/var/lib/scapforge/arf"
+FETCH_ACTION = "ansible.builtin.fetch"
 
 
 @dataclasses.dataclass
@@ -86,6 +93,7 @@ class LoopOptions:
     trusted_sha256: list[str] = dataclasses.field(default_factory=list)
     rules: list[str] = dataclasses.field(default_factory=list)
     skip_rules: list[str] = dataclasses.field(default_factory=list)
+    waivers: list[dict] = dataclasses.field(default_factory=list)  # scapforge_waivers (waivers.parse)
     allow_access_impacting: list[str] = dataclasses.field(default_factory=list)
     health_check: bool = True
     rescan: bool = True
@@ -173,6 +181,10 @@ class RemediationLoop:
         self.resume = self.progress.load()
         self.interrupted: list[dict] = []
         self.rebooted: dict | None = None  # the reboot of deferred fixes: rules, seconds, ok, detail
+        self.waivers: dict[str, W.Waiver] = {}  # full rule id -> its active waiver
+        self.expired_waivers: list[dict] = []
+        self.arf_dir: str | None = None  # the run's ARF directory on the target, once made
+        self.arf: dict = {}  # before/after: path relative to the run dir, or an "error"
 
     @property
     def changed(self) -> bool:
@@ -213,6 +225,7 @@ class RemediationLoop:
             self.allowed = {self.catalog.rule(r).id for r in self.opts.allow_access_impacting if r != "all"}
         except CatalogError as exc:
             raise LoopError("rule", str(exc)) from None
+        self._load_waivers()
         self.allow_all = "all" in self.opts.allow_access_impacting
         self.worker = self._worker_phase()
         try:
@@ -272,6 +285,8 @@ class RemediationLoop:
             trusted=self.trusted,
             scope=[safety.short_rule_id(r) for r in scope],
             waived=sorted(safety.short_rule_id(r) for r in self.waived),
+            waivers=[dict(w.to_dict(), rule=safety.short_rule_id(r)) for r, w in sorted(self.waivers.items())],
+            expired_waivers=self.expired_waivers,
             allowed_access_impacting="all" if self.allow_all else sorted(safety.short_rule_id(r) for r in self.allowed),
             tailored=[safety.short_rule_id(r) for r in outside],
             tailoring=self._tailoring_record(profile_id),
@@ -282,6 +297,28 @@ class RemediationLoop:
             seconds=round(time.monotonic() - self.started, 2),  # since the loop started: setup
             timing=timing,
         )
+
+    def _load_waivers(self) -> None:
+        """Validate ``waivers`` (``waivers.parse``) and resolve their rules in the catalog:
+        active ones go to ``self.waivers``, expired ones to ``self.expired_waivers`` (short
+        ids; event ``waiver_expired``) and their rules are worked as usual. Raises
+        LoopError(``waiver``) naming the entry for a malformed one or an unknown rule."""
+        try:
+            parsed = W.parse(self.opts.waivers)
+        except W.WaiverError as exc:
+            raise LoopError("waiver", str(exc)) from None
+        today = W.today_utc()
+        for index, waiver in enumerate(parsed):
+            try:
+                rule_id = self.catalog.rule(waiver.rule).id
+            except CatalogError as exc:
+                raise LoopError("waiver", "scapforge_waivers[%d] (rule %s): %s" % (index, waiver.rule, exc)) from None
+            entry = dict(waiver.to_dict(), rule=safety.short_rule_id(rule_id))
+            if waiver.active(today):
+                self.waivers[rule_id] = waiver
+            else:
+                self.expired_waivers.append(entry)
+                self.events.emit("waiver_expired", rule=entry["rule"], expires=entry["expires"], reason=waiver.reason)
 
     def _frozen_until_reboot(self) -> list[dict]:
         """The skill's ``frozen_until_reboot`` probes that hold on this host now (one command
@@ -359,9 +396,67 @@ class RemediationLoop:
                                    max_tokens=self.opts.max_answer_tokens)
         return WorkerPhase(self, agents, self.opts.budget, ledger)
 
+    def _arf_path(self, label: str) -> str | None:
+        """Where a scan keeps its ARF on the target: the baseline's as ``before.xml.gz``, the
+        rescan's and final's as ``after.xml.gz`` (the last one wins); None for other scans
+        and in check mode. The run's directory is made (0700) on first use; a failure to make
+        it is recorded in ``self.arf`` and the scans go on without ARF."""
+        name = {"baseline": "before", "rescan": "after", "final": "after"}.get(label)
+        if name is None or self.check_mode or self.arf.get("error"):
+            return None
+        if self.arf_dir is None:
+            folder = "%s/%s" % (ARF_ROOT, self.opts.run_id or "adhoc")
+            try:
+                made = self.action._execute_module(module_name="ansible.builtin.file", task_vars=self.task_vars,
+                                                   module_args={"path": folder, "state": "directory", "mode": "0700"})
+            except AnsibleError as exc:
+                made = {"failed": True, "msg": str(exc)}
+            if made.get("failed"):
+                self.arf["error"] = "cannot make %s on the host: %s" % (folder, str(made.get("msg"))[-300:])
+                return None
+            self.arf_dir = folder
+        return "%s/%s.xml.gz" % (self.arf_dir, name)
+
+    def _fetch_arf(self) -> None:
+        """Bring the kept ARF files to ``<run dir>/arf/<host>-before.xml`` and ``-after.xml``
+        (fetched compressed with ``ansible.builtin.fetch`` on the action's connection and
+        become, unpacked on the controller), then remove the run's ARF directory from the
+        host. ``self.arf`` gets {before, after}: the paths relative to the run dir, and
+        ``error`` when one could not be fetched (never fatal: the outcomes stand)."""
+        if self.arf_dir is None:
+            return
+        executor = TaskListExecutor(self.action, self.task_vars, trusted=False)
+        folder = os.path.join(self.opts.run_dir, "arf")
+        errors = []
+        for name in ("before", "after"):
+            gz = os.path.join(folder, "%s-%s.xml.gz" % (self.host, name))
+            try:
+                got = executor.run_loop_action(FETCH_ACTION, {"src": "%s/%s.xml.gz" % (self.arf_dir, name), "dest": gz,
+                                                              "flat": True, "fail_on_missing": True},
+                                               task_name="Fetch the %s scan's ARF" % name)
+            except AnsibleError as exc:
+                got = {"failed": True, "msg": str(exc)}
+            if got.get("failed"):
+                errors.append("%s: %s" % (name, str(got.get("msg"))[-300:]))
+                continue
+            try:
+                HR.gunzip(gz, gz[:-3])
+            except OSError as exc:
+                errors.append("%s: %s" % (name, exc))
+                continue
+            self.arf[name] = os.path.relpath(gz[:-3], self.opts.run_dir)
+        if errors:
+            self.arf["error"] = "; ".join(errors)
+        self.events.emit("arf_fetched", **self.arf)
+        try:
+            self.action._execute_module(module_name="ansible.builtin.file", task_vars=self.task_vars,
+                                        module_args={"path": self.arf_dir, "state": "absent"})
+        except AnsibleError:
+            pass  # left on the host: a later run of the same id overwrites it
+
     def _scan(self, label: str) -> dict:
         started = time.monotonic()
-        result = self.scanner.scan(self.scan_rules)
+        result = self.scanner.scan(self.scan_rules, arf_path=self._arf_path(label))
         if result.get("failed"):
             kind = result.get("error_kind", "oscap_error")
             self.events.emit("scan_failed", label=label, error_kind=kind, msg=result.get("msg"))
@@ -432,6 +527,8 @@ class RemediationLoop:
             return "host_stopped", self.stopped
         if self.out_of_budget():
             return "budget", ""
+        if rule_id in self.waivers:
+            return "waived", W.detail(self.waivers[rule_id])
         if rule_id in self.waived:
             return "waived", ""
         impact = self.skill.access_impact(rule_id, self.remote_user)
@@ -452,7 +549,9 @@ class RemediationLoop:
         self.events.emit("rule_start", rule=rule.short_id, title=rule.title, category=self.skill.category_of(rule))
         skip = self._not_attempted(rule_id)
         if skip is not None:
-            self._finish(rule_id, skip[0], detail=skip[1])
+            waiver = self.waivers.get(rule_id) if skip[0] == "waived" else None
+            self._finish(rule_id, skip[0], detail=skip[1],
+                         waiver=dict(waiver.to_dict(), rule=rule.short_id) if waiver else None)
             return None
         item = self._item(rule_id)
         fix = rule.ansible_fix
@@ -758,6 +857,8 @@ class RemediationLoop:
         if final is not None:
             self._mark_regressed(final.get("rules", {}))
         self._close_checkpoints()
+        if not self.stopped:
+            self._fetch_arf()
         memory = self.memory.close() if self.memory is not None else None
         return self._report(baseline, final, picked_up, memory)
 
@@ -987,9 +1088,15 @@ class RemediationLoop:
             "seconds": round(time.monotonic() - self.started, 1),
             "package_facts": {"gathered": self.package_facts.gathered, "served": self.package_facts.served},
             "rules": {safety.short_rule_id(r): o.to_dict() for r, o in sorted(self.outcomes.items())},
+            "scan_results": HR.scan_results(self.catalog, self.skill, before, after if final is not None else None,
+                                            self.profile),
+            "waivers": [dict(w.to_dict(), rule=safety.short_rule_id(r)) for r, w in sorted(self.waivers.items())],
+            "expired_waivers": self.expired_waivers,
+            "arf": dict(self.arf) or None,
         }
-        for outcome in report["rules"].values():
+        for rule_id, outcome in zip(sorted(self.outcomes), report["rules"].values()):
             outcome["rule"] = safety.short_rule_id(outcome["rule"])
+            outcome.update(HR.rule_meta(self.catalog.rule(rule_id), self.profile))
         write_host_report(self.opts.run_dir, self.host, report)
         self.events.emit("run_end", before=report["before"], after=report["after"], outcomes=report["outcomes"],
                          regressions=regressions, seconds=report["seconds"], package_facts=report["package_facts"])

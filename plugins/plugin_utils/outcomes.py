@@ -55,7 +55,8 @@ REASONS: dict[str, tuple[str, str]] = {
     "rule_token_budget": (ESCALATED, "the rule's token budget (scapforge_llm_rule_tokens) was spent"),
     "run_token_budget": (ESCALATED, "the run's token budget (scapforge_llm_run_tokens, all hosts) was spent"),
     "access_impacting": (SKIPPED, "the fix can cut the controller off (sudo, sshd access, root login); opt in to run it"),
-    "waived": (SKIPPED, "the user listed the rule in scapforge_skip_rules"),
+    "waived": (SKIPPED, "the user listed the rule in scapforge_skip_rules, or an unexpired scapforge_waivers entry "
+                        "waives it (its justification and expiry are in the outcome's waiver)"),
     "host_stopped": (SKIPPED, "not attempted: the host was stopped earlier in the run (the report's stopped says why)"),
     "check_mode": (SKIPPED, "check mode: the fix was planned, not applied"),
     "budget": (SKIPPED, "not attempted: the run's time budget was spent"),
@@ -101,7 +102,9 @@ class RuleOutcome:
     ``lessons_shown`` the ids of the memory lessons its attempts were shown or decided by;
     ``from_memory`` the lesson id when memory decided the rule without an attempt (then
     ``attempts`` is 0); ``side_effects`` what the fix that stays on the host changed beyond
-    its rule (findings of ``health.check_after``: a new file whose mode the umask decided...).
+    its rule (findings of ``health.check_after``: a new file whose mode the umask decided...);
+    ``waiver`` the active ``scapforge_waivers`` entry that skipped the rule ({rule, reason,
+    expires: YYYY-MM-DD}; None otherwise, and for ``scapforge_skip_rules``).
     """
 
     rule: str
@@ -116,6 +119,7 @@ class RuleOutcome:
     lessons_shown: list[str] = dataclasses.field(default_factory=list)
     from_memory: str | None = None
     side_effects: list[dict] = dataclasses.field(default_factory=list)
+    waiver: dict | None = None
 
     def __post_init__(self) -> None:
         expected = outcome_for(self.reason)

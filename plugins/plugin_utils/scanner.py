@@ -25,10 +25,14 @@ class Scanner:
         if tailoring:
             self.base_args["tailoring_content"] = tailoring
 
-    def scan(self, rules: t.Sequence[str] = (), evidence: bool = False) -> dict:
+    def scan(self, rules: t.Sequence[str] = (), evidence: bool = False, arf_path: str | None = None) -> dict:
         """Return oscap_eval's result dict (``rules``, ``counts``, ``missing``, ``failed``...);
-        with ``evidence``, also the failing rules' OVAL evidence (``evidence`` {rule: ...})."""
+        with ``evidence``, also the failing rules' OVAL evidence (``evidence`` {rule: ...});
+        with ``arf_path`` (a path on the target, ``.gz`` for a compressed copy), the scan's
+        ARF results are kept there."""
         args = dict(self.base_args)
+        if arf_path:
+            args["arf_path"] = arf_path
         if rules:
             args["rules"] = list(rules)
         if evidence:

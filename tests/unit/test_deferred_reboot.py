@@ -46,12 +46,13 @@ def test_only_deferred_reboot_required_rules_wait_for_a_reboot():
 
 
 def test_the_executor_runs_only_the_loops_own_actions():
-    assert LOOP_ACTIONS == {"ansible.builtin.reboot"}
+    assert LOOP_ACTIONS == {"ansible.builtin.reboot", "ansible.builtin.fetch"}  # fetch: the scans' ARF
     executor = TaskListExecutor.__new__(TaskListExecutor)
     with pytest.raises(ValueError, match="not an action the loop runs itself"):
         executor.run_loop_action("ansible.builtin.command", {"cmd": "reboot"})
     # a fix can still never reboot: the gate refuses it whoever wrote it
     assert any("reboot" in p for p in task_gate.validate([{"ansible.builtin.reboot": {}}], trusted=True))
+    assert task_gate.validate([{"ansible.builtin.fetch": {"src": "/etc/shadow", "dest": "/tmp/x"}}], trusted=True)
 
 
 # -- RemediationLoop._settle_deferred with the host replaced by stubs ------------------------
