@@ -13,6 +13,8 @@ meta/argument_specs.yml, defaults/main.yml and the option mapping in tasks/main.
 
 from __future__ import annotations
 
+#: ``no_log: False`` on the token budgets: counts of LLM tokens, not secrets (validate-modules
+#: flags option names containing "token").
 ARGUMENT_SPEC = {
     "datastream": {"type": "str", "required": True},
     "profile": {"type": "str", "required": True},
@@ -39,10 +41,10 @@ ARGUMENT_SPEC = {
     "llm_max_attempts": {"type": "int", "default": 5},
     "llm_max_probes": {"type": "int", "default": 6},
     "llm_rule_seconds": {"type": "float", "default": 900},
-    "llm_rule_tokens": {"type": "int", "default": 60000},
-    "llm_run_tokens": {"type": "int", "default": 2000000},
+    "llm_rule_tokens": {"type": "int", "default": 60000, "no_log": False},
+    "llm_run_tokens": {"type": "int", "default": 2000000, "no_log": False},
     "llm_review_every": {"type": "int", "default": 3},
-    "llm_max_tokens": {"type": "int", "default": 2000},
+    "llm_max_tokens": {"type": "int", "default": 2000, "no_log": False},
     "memory_path": {"type": "path", "default": "~/.scapforge/memory"},
     "memory_mode": {"type": "raw", "default": "inject"},
     "memory_retry": {"type": "bool", "default": False},

@@ -40,7 +40,7 @@ description:
     file must then have the same sha256) or fetched from the host with a sha256 listed in
     O(trusted_sha256); other content is refused with reason C(untrusted_content).
 author:
-  - scapforge maintainers
+  - scapforge maintainers (@scapforge)
 options:
   datastream:
     description: Path of the SCAP source datastream on the host.
@@ -265,6 +265,8 @@ options:
     description: Failed attempts between two Architect reviews (a plateau, the same failure twice, also triggers one).
     type: int
     default: 3
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
 attributes:
   check_mode:
     support: full

@@ -15,7 +15,7 @@ description:
     and writes C(<run_dir>/summary.json) (per host C(before) and C(after) counts by result and
     per rule outcome, reason, attempts and modules; run totals) and a C(latest) symlink beside the run.
 author:
-  - scapforge maintainers
+  - scapforge maintainers (@scapforge)
 options:
   run_dir:
     description: The run's directory on the controller.
@@ -26,6 +26,8 @@ options:
     type: list
     elements: str
     default: []
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
 attributes:
   check_mode:
     support: full
