@@ -42,7 +42,7 @@ def test_the_installed_collection_runs_its_playbook_on_a_lab_host(tarball, lab_h
     assert not (installed / "lab").exists() and not (installed / "tools").exists()
     listed = collection_build.run(["ansible-galaxy", "collection", "list", "scapforge.remediation", "--format", "json"],
                                   cwd=tmp_path, env=env)
-    assert list(json.loads(listed.stdout)) == [str(installed.parents[2])]
+    assert list(json.loads(listed.stdout)) == [str(installed.parents[1])]
     runs = tmp_path / "runs"
     extra = {"scapforge_rules": RULES, "scapforge_runs_dir": str(runs), "scapforge_memory_path": str(tmp_path / "memory")}
     proc = subprocess.run(["ansible-playbook", "scapforge.remediation.remediate", "-i", str(lab_inventory),
