@@ -13,7 +13,7 @@ LAB_HOSTS ?= 1
 TEST_WORKERS ?= 2
 PROFILE ?= xccdf_org.ssgproject.content_profile_anssi_bp28_high
 
-.PHONY: deps venv lab lab-build lab-down demo test unit integration faults lint clean
+.PHONY: deps venv venv-pkg lab lab-build lab-down demo test unit integration faults lint clean
 
 # Debian packages the controller needs: Python's venv, and for the lab debootstrap,
 # systemd-nspawn, tinyproxy, ssh, curl and ip; for the report.html test chromium and its driver.
@@ -33,6 +33,17 @@ $(VENV)/.installed: requirements.txt requirements-test.txt | deps
 
 venv: $(VENV)/.installed
 
+# The packaging and documentation tools (antsibull-docs, ansible-builder) in their own
+# virtualenv: Sphinx and aiohttp come with antsibull-docs (tests/unit/test_packaging.py).
+VENV_PKG ?= .venv-pkg
+$(VENV_PKG)/.installed: requirements-pkg.txt | deps
+	$(PYTHON) -m venv $(VENV_PKG)
+	$(VENV_PKG)/bin/python -m pip install -q --upgrade pip
+	$(VENV_PKG)/bin/python -m pip install -q -r requirements-pkg.txt
+	touch $@
+
+venv-pkg: $(VENV_PKG)/.installed
+
 # The cached lab root and the pinned SCAP content (the catalog's unit tests read it too).
 lab-build: deps venv
 	$(PY) lab/lab.py build
@@ -47,7 +58,7 @@ demo: lab
 	ansible-playbook playbooks/remediate.yml -i inventory/lab.yml -e scapforge_profile=$(PROFILE); rc=$$?; \
 	$(PY) tools/print_summary.py playbooks/scapforge-runs/latest; exit $$rc
 
-unit: lab-build
+unit: lab-build venv-pkg
 	$(PY) -m pytest -q tests/unit
 
 integration: lab-build
@@ -59,7 +70,7 @@ faults: lab-build
 lint: venv
 	ansible-lint
 
-test: lab-build lint
+test: lab-build venv-pkg lint
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile tests/unit tests/integration tests/faults
 
 clean: lab-down

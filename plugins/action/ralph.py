@@ -13,6 +13,7 @@ import uuid
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
+from ansible_collections.scapforge.remediation.plugins.module_utils.ralph_options import ARGUMENT_SPEC
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.attempts import Budget
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.events import utc_now
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.host_setup import ControllerGone, LoopError
@@ -21,49 +22,6 @@ from ansible_collections.scapforge.remediation.plugins.plugin_utils.loop import 
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.prompts import PromptError, PromptSet
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.skills import SkillError, load_skill
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.summary import error_report, write_host_report
-
-ARGUMENT_SPEC = {
-    "datastream": {"type": "str", "required": True},
-    "profile": {"type": "str", "required": True},
-    "datastream_src": {"type": "path"},
-    "tailoring_src": {"type": "path"},
-    "trusted_sha256": {"type": "list", "elements": "str", "default": []},
-    "rules": {"type": "list", "elements": "str", "default": []},
-    "skip_rules": {"type": "list", "elements": "str", "default": []},
-    "waivers": {"type": "list", "elements": "raw", "default": []},
-    "allow_access_impacting": {"type": "list", "elements": "str", "default": []},
-    "health_check": {"type": "bool", "default": True},
-    "rescan": {"type": "bool", "default": True},
-    "run_dir": {"type": "path"},
-    "run_id": {"type": "str"},
-    "time_budget": {"type": "float", "default": 0},
-    "verify_batch": {"type": "int", "default": 8},
-    "skill": {"type": "str", "default": "anssi-debian12"},
-    "skill_description": {"type": "str", "default": ""},
-    "llm_base_url": {"type": "str"},
-    "llm_model": {"type": "str"},
-    "llm_api_key": {"type": "str", "no_log": True},
-    "llm_timeout": {"type": "float", "default": 120},
-    "llm_allow_remote": {"type": "bool", "default": False},
-    "llm_prompts": {"type": "dict", "default": {}},
-    "llm_max_attempts": {"type": "int", "default": 5},
-    "llm_max_probes": {"type": "int", "default": 6},
-    "llm_rule_seconds": {"type": "float", "default": 900},
-    "llm_rule_tokens": {"type": "int", "default": 60000},
-    "llm_run_tokens": {"type": "int", "default": 2000000},
-    "llm_review_every": {"type": "int", "default": 3},
-    "llm_max_tokens": {"type": "int", "default": 2000},
-    "memory_path": {"type": "path", "default": "~/.scapforge/memory"},
-    "memory_mode": {"type": "raw", "default": "inject"},
-    "memory_retry": {"type": "bool", "default": False},
-    "allow_controller": {"type": "bool", "default": False},
-    "health_commands": {"type": "list", "elements": "str", "default": []},
-    "deadman_seconds": {"type": "int", "default": 600},
-    "allow_reboot": {"type": "bool", "default": False},
-    "checkpoint_provider": {"type": "str", "default": "files", "choices": ["files", "command", "lab"]},
-    "checkpoint_options": {"type": "dict", "default": {}},
-}
-
 
 #: module options that are LoopOptions fields of the same name and value.
 _PASSED_AS_IS = (

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
     name: lessons
-    author: scapforge maintainers
+    author: scapforge maintainers (@scapforge)
     version_added: "0.1.0"
     short_description: Read the lessons the remediation loop learned, from a memory store
     description:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
     name: skill
-    author: scapforge maintainers
+    author: scapforge maintainers (@scapforge)
     version_added: "0.2.0"
     short_description: Load a remediation skill of the collection by name, validated
     description:
@@ -14,7 +14,7 @@ DOCUMENTATION = r"""
         validated against the skill schema (plugins/plugin_utils/skills.py). A skill that does
         not validate fails the lookup with a message naming the file and the key; an unknown
         name fails with the list of skills the collection has.
-      - The role M(scapforge.remediation.remediate) uses it for the datastream path, the
+      - The role C(scapforge.remediation.remediate) uses it for the datastream path, the
         default profile, the packages that provide oscap and the content per OS family, and the
         trusted datastream digests.
     options:

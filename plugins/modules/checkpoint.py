@@ -58,7 +58,7 @@ description:
     It stays uncovered for the life of the checkpoint (a later save would record the state
     after the change, not before).
 author:
-  - scapforge maintainers
+  - scapforge maintainers (@scapforge)
 requirements:
   - Python 3.9 or later on the target (standard library only).
 options:
@@ -183,6 +183,8 @@ notes:
     V(bad_timeout), V(no_systemd), V(fired) (arm while a fired result was not read by a
     disarm yet), V(arm_failed) (systemd-run failed with O(method=systemd)), V(disarm_failed)
     (the timer or process survived the cancel)."
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
 attributes:
   check_mode:
     support: full
@@ -359,6 +361,25 @@ deadman:
       C(already) (it was armed before this call) and C(rearmed_lost).
   returned: state=arm, disarm or status; state=discard or restore when they deleted the checkpoint
   type: dict
+  contains:
+    armed:
+      description: Its timer or process is waiting.
+      type: bool
+    fired:
+      description: It restored the checkpoint by itself; see RV(deadman.result).
+      type: bool
+    lost:
+      description: Armed, never disarmed, never fired, and nothing scheduled any more (a reboot).
+      type: bool
+    method:
+      description: V(systemd) or V(sleep).
+      type: str
+    method_why:
+      description: Why that method (no systemd as PID 1, for example).
+      type: str
+    result:
+      description: The fired restore's result.json, else null.
+      type: dict
   sample: {"armed": true, "method": "systemd", "unit": "scapforge-deadman-run42-x-1", "pid": null,
            "fires_at": 1764505000.2, "fires_in": 119.9, "fired": false, "result": null}
 error_kind:

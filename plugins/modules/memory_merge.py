@@ -26,7 +26,7 @@ description:
     O(dest) the file has been moved aside to C(<file>.corrupt-<UTC time>), in O(src) it is
     left in place.
 author:
-  - scapforge maintainers
+  - scapforge maintainers (@scapforge)
 options:
   src:
     description: The memory store directory to read (it must exist).
@@ -40,6 +40,8 @@ options:
     description: Seconds to wait for the lock of O(dest) before failing.
     type: float
     default: 120
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
 attributes:
   check_mode:
     support: full

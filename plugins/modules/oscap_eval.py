@@ -26,7 +26,7 @@ description:
   - On failure the module returns RV(error_kind), one value of a closed list, with a message
     naming the file, profile or rule at fault.
 author:
-  - scapforge maintainers
+  - scapforge maintainers (@scapforge)
 requirements:
   - C(oscap) (OpenSCAP 1.3 or later; package openscap-scanner on Debian and RHEL) on the target.
   - Python 3.9 or later on the target (standard library only).
@@ -55,7 +55,7 @@ options:
     type: str
   skip_validation:
     description:
-      - Pass C(--skip-validation): oscap does not validate the datastream (and tailoring) against
+      - Pass C(--skip-validation) - oscap does not validate the datastream (and tailoring) against
         the SCAP schemas first. Saves 0.3 to 0.8 s per call on the lab (ssg-debian12-ds.xml).
       - The loop validates in its first scan of a host and skips it in the later ones of the
         same run, on the same file.
@@ -129,6 +129,8 @@ notes:
     V(oscap_error) (any other scanner error, for example an unreadable tailoring file)."
   - "Environment limits show as V(error) results, not V(fail): in a plain chroot without a
     running systemd, service_*_enabled rules of the SSG Debian 12 content return V(error)."
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
 attributes:
   check_mode:
     support: full

@@ -1,7 +1,9 @@
 #!/usr/bin/python
 # Copyright: scapforge maintainers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-# This file documents the action plugin plugins/action/ralph.py, which does all the work.
+# The action plugin plugins/action/ralph.py does all the work, on the controller; this file
+# documents it and declares its options (plugins/module_utils/ralph_options.py, the one
+# definition), so that ansible-test's validate-modules checks the documentation against them.
 
 from __future__ import annotations
 
@@ -38,7 +40,7 @@ description:
     file must then have the same sha256) or fetched from the host with a sha256 listed in
     O(trusted_sha256); other content is refused with reason C(untrusted_content).
 author:
-  - scapforge maintainers
+  - scapforge maintainers (@scapforge)
 options:
   datastream:
     description: Path of the SCAP source datastream on the host.
@@ -206,13 +208,13 @@ options:
     default: ~/.scapforge/memory
   memory_mode:
     description:
+      - One of C(off), C(shadow), C(inject) (checked by the action plugin, since the type is raw).
       - C(off) - no memory; C(shadow) - select lessons and log what would have been shown or decided,
         change nothing; C(inject) - show the selected lessons to the Architect and the Worker and act
         on proven ones (classify a rule from a caution, skip a vendor fix known to fail on hosts
         like this one, try tasks that verified before).
       - An unquoted C(off) in YAML is the boolean false, which means C(off) too.
     type: raw
-    choices: ["off", "shadow", "inject"]
     default: inject
   memory_retry:
     description: Work rules again that memory would decide at once (tasks that verified are still tried first).
@@ -276,6 +278,8 @@ options:
     description: Failed attempts between two Architect reviews (a plateau, the same failure twice, also triggers one).
     type: int
     default: 3
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
 attributes:
   check_mode:
     support: full
@@ -380,3 +384,17 @@ run_dir:
   returned: always
   type: str
 """
+
+from ansible.module_utils.basic import AnsibleModule  # noqa: E402
+from ansible_collections.scapforge.remediation.plugins.module_utils.ralph_options import ARGUMENT_SPEC  # noqa: E402
+
+
+def main():
+    """Only reached when the action plugin is missing: the loop runs on the controller."""
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    module.fail_json(msg="scapforge.remediation.ralph runs as an action plugin on the controller; "
+                         "its action plugin was not found")
+
+
+if __name__ == "__main__":
+    main()

@@ -17,7 +17,7 @@ description:
   - Writes the run's reports from the same host reports, every host in each (C(report.html), C(junit.xml)
     and C(checklists/<host>.ckl) (DISA STIG Viewer checklists, for content that carries STIG ids)).
 author:
-  - scapforge maintainers
+  - scapforge maintainers (@scapforge)
 options:
   run_dir:
     description: The run's directory on the controller.
@@ -28,6 +28,8 @@ options:
     type: list
     elements: str
     default: []
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
 attributes:
   check_mode:
     support: full

@@ -22,12 +22,15 @@ def utc_now() -> str:
 class EventLog:
     """Writes events for one host to ``path`` (created with its directory if missing).
 
+    ``listener``: called with each record once it is written (the console's progress lines,
+    ``console.ConsoleProgress.event``); it must not raise.
     Raises OSError if the directory cannot be created or the file opened.
     """
 
-    def __init__(self, path: str, host: str) -> None:
+    def __init__(self, path: str, host: str, listener: t.Callable[[dict], None] | None = None) -> None:
         self.path = path
         self.host = host
+        self.listener = listener
         os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
 
     def emit(self, event: str, rule: str | None = None, attempt: int | None = None, **data: t.Any) -> dict:
@@ -46,6 +49,8 @@ class EventLog:
             os.write(fd, line)
         finally:
             os.close(fd)
+        if self.listener is not None:
+            self.listener(record)
         return record
 
 

@@ -339,7 +339,8 @@ class LLMClient:
             completion = self._completion(response, mode, started, redactions)
             self.mode, self._mode_proven = mode, True
             return completion
-        assert refused is not None
+        if refused is None:  # the loop above returns or records why the server refused
+            raise AssertionError("no output mode was tried")
         raise self._error(refused, started) from None
 
     def _completion(self, response: object, mode: str, started: float, redactions: int) -> Completion:

@@ -44,6 +44,7 @@ from ansible_collections.scapforge.remediation.plugins.plugin_utils.catalog impo
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.checkpoint import CheckpointError, make_provider
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.events import EventLog
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.executor import PackageFactsCache, TaskListExecutor
+from ansible_collections.scapforge.remediation.plugins.plugin_utils.console import ConsoleProgress
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.progress import Progress
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.memory.lessons import tasks_sha
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.memory.session import MemorySession
@@ -165,7 +166,8 @@ class RemediationLoop:
         self.opts = opts
         self.check_mode = check_mode
         self.host = task_vars.get("inventory_hostname", "localhost")
-        self.events = EventLog(os.path.join(opts.run_dir, "events.jsonl"), self.host)
+        self.console = ConsoleProgress(self.host)
+        self.events = EventLog(os.path.join(opts.run_dir, "events.jsonl"), self.host, listener=self.console.event)
         self.outcomes: dict[str, outcomes.RuleOutcome] = {}
         self.items: dict[str, A.WorkItem] = {}
         self.queue: list[str] = []  # rules waiting for the Worker phase, in order
@@ -486,6 +488,7 @@ class RemediationLoop:
         data = outcome.to_dict()
         del data["rule"], data["attempts"], data["attempt_log"]
         self.events.emit("rule_complete", rule=safety.short_rule_id(rule_id), attempt=outcome.attempts or None, **data)
+        self.console.rule_done(safety.short_rule_id(rule_id), outcome.to_dict())
         if not self.check_mode:
             self.progress.append("outcome", rule=rule_id, outcome=outcome.to_dict())
         if self.memory is not None and not self.check_mode:
@@ -834,6 +837,7 @@ class RemediationLoop:
         work = [r for r, v in before.items()
                 if v == "fail" and (in_scope is None or r in in_scope) and r not in self.outcomes]
         ordered = self.skill.order(work)
+        self.console.planned(len(ordered), self.profile.id, len(self.outcomes), self.check_mode)
         held = [r for r in ordered if self.skill.runs_last(r)] if self.opts.rescan else []
         self._work(self._access_last([r for r in ordered if r not in held]))
 
@@ -847,6 +851,7 @@ class RemediationLoop:
             ]
             if picked_up:
                 self.events.emit("rescan_picked_up", rules=[safety.short_rule_id(r) for r in picked_up])
+                self.console.added(len(picked_up), "the rescan found")
         if held or picked_up:  # the skill's last rules after every other fix, the rescan's included
             self._work(self._access_last(self.skill.order(picked_up + held)))
         worked_by_agents = bool(self.queue) and self.worker.agents is not None
@@ -1100,5 +1105,6 @@ class RemediationLoop:
         write_host_report(self.opts.run_dir, self.host, report)
         self.events.emit("run_end", before=report["before"], after=report["after"], outcomes=report["outcomes"],
                          regressions=regressions, seconds=report["seconds"], package_facts=report["package_facts"])
+        self.console.finished(report["outcomes"], self.stopped)
         return report
 

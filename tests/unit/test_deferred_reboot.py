@@ -10,6 +10,7 @@ import pytest
 from ansible_collections.scapforge.remediation.plugins.plugin_utils import attempts as A
 from ansible_collections.scapforge.remediation.plugins.plugin_utils import outcomes, skills, task_gate
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.executor import LOOP_ACTIONS, TaskListExecutor
+from ansible_collections.scapforge.remediation.plugins.plugin_utils.console import ConsoleProgress
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.loop import LoopOptions, RemediationLoop
 
 R = "xccdf_org.ssgproject.content_rule_"
@@ -73,6 +74,9 @@ def _loop(allow_reboot=True, check_mode=False, reboot_problem=None, scan=None, s
     loop.memory = None
     loop.items = {}
     loop.events = _Events()
+    loop.screen = []  # the console's progress lines
+    loop.console = ConsoleProgress("lab1", types.SimpleNamespace(display=loop.screen.append,
+                                                                 verbose=lambda msg, caplevel=0: None))
     loop.progress = types.SimpleNamespace(append=lambda *a, **k: None)
     loop.parent = types.SimpleNamespace(check=lambda: None)
     loop.catalog = types.SimpleNamespace(expand_requires=lambda rules: list(rules),
@@ -197,7 +201,8 @@ def test_allow_reboot_flows_from_the_role_to_the_loop_as_deadman_seconds_does():
                 if isinstance(n, ast.Assign) and isinstance(n.targets[0], ast.Name)
                 and n.targets[0].id in ("DOCUMENTATION", "ARGUMENT_SPEC", "_PASSED_AS_IS")}
 
-    action, module = constants("plugins/action/ralph.py"), constants("plugins/modules/ralph.py")
+    action = dict(constants("plugins/action/ralph.py"), **constants("plugins/module_utils/ralph_options.py"))
+    module = constants("plugins/modules/ralph.py")
     docs = yaml.safe_load(module["DOCUMENTATION"])["options"]
     assert set(docs) == set(action["ARGUMENT_SPEC"])  # the documentation parses and names every option
     assert docs["allow_reboot"]["default"] is False and action["ARGUMENT_SPEC"]["allow_reboot"]["default"] is False

@@ -257,7 +257,8 @@ def _assignments(path):
 
 def test_options_flow_from_the_role_to_the_loop():
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    action = _assignments(os.path.join(root, "plugins", "action", "ralph.py"))
+    action = dict(_assignments(os.path.join(root, "plugins", "action", "ralph.py")),
+                  **_assignments(os.path.join(root, "plugins", "module_utils", "ralph_options.py")))
     assert action["ARGUMENT_SPEC"]["tailoring_src"] == {"type": "path"}
     assert "tailoring_src" in action["_PASSED_AS_IS"]
     assert "tailoring_src" in {f.name for f in dataclasses.fields(LoopOptions)}
