@@ -23,7 +23,7 @@ ARGUMENT_SPEC = {
     "trusted_sha256": {"type": "list", "elements": "str", "default": []},
     "rules": {"type": "list", "elements": "str", "default": []},
     "skip_rules": {"type": "list", "elements": "str", "default": []},
-    "waivers": {"type": "list", "elements": "raw", "default": []},
+    "waivers": {"type": "list", "elements": "dict", "default": []},
     "allow_access_impacting": {"type": "list", "elements": "str", "default": []},
     "health_check": {"type": "bool", "default": True},
     "rescan": {"type": "bool", "default": True},

@@ -102,7 +102,7 @@ options:
       - A malformed entry or an unknown rule stops the host before any change (reason C(waiver))
         with the entry named.
     type: list
-    elements: raw
+    elements: dict
     default: []
   allow_access_impacting:
     description: Access-impacting rules the user allows to run; C(all) allows every one.
