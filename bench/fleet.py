@@ -15,7 +15,7 @@ Prints a table and writes bench/results/fleet.json: {"rules": [...], "runs": {"1
 controller_cpu_s and cpu_per_fix_s.
 
 Usage (as root, lab built; about 5 minutes with the default rules):
-    .venv/bin/python bench/fleet.py [--hosts lab11,lab12,lab13,lab14] [--rules r1,r2,...]
+    .venv/bin/python bench/fleet.py [--hosts lab41,lab42,lab43,lab44] [--rules r1,r2,...]
 """
 
 import argparse
@@ -84,7 +84,7 @@ def run_once(lab, names, rules, workdir):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--hosts", default="lab11,lab12,lab13,lab14", help="four lab hosts (the first also runs alone)")
+    parser.add_argument("--hosts", default="lab41,lab42,lab43,lab44", help="four lab hosts (the first also runs alone)")
     parser.add_argument("--rules", default=",".join(RULES), help="short rule ids, comma-separated")
     parser.add_argument("--keep", action="store_true", help="leave the hosts up")
     args = parser.parse_args(argv)

@@ -63,6 +63,24 @@ def profile(events):
     return phases, extra
 
 
+def inside_fixes(events):
+    """{host: {part: seconds}} of the fixes' own time: each task's seconds by module (the
+    executor's ``task_results``), the checkpoint's calls to the target, and the rest (rendering,
+    the gate, the checkpoint's bookkeeping) as ``other``: the fix phase minus both."""
+    parts = {}
+    for event in events:
+        if event["event"] != "fix_applied":
+            continue
+        data, table = event.get("data") or {}, parts.setdefault(event["host"], {})
+        for task in data.get("tasks") or []:
+            name = "task %s" % task.get("module", "?").replace("ansible.builtin.", "")
+            table[name] = table.get(name, 0.0) + float(task.get("seconds") or 0.0)
+        for call in (data.get("checkpoint") or {}).get("calls") or []:
+            table["checkpoint %s" % call.get("state", "?")] = table.get("checkpoint %s" % call.get("state", "?"), 0.0) \
+                + float(call.get("seconds") or 0.0)
+    return parts
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("run_dir", nargs="?", default=os.path.join(ROOT, "playbooks", "scapforge-runs", "latest"))
@@ -80,7 +98,15 @@ def main(argv=None):
         for name in ORDER + sorted(set(table) - set(ORDER)):
             if table.get(name):
                 print("| %s | %.1f | %.0f%% |" % (name, table[name], 100.0 * table[name] / total))
-        out[host] = dict(info, phases={k: round(v, 2) for k, v in table.items()})
+        parts = inside_fixes(events).get(host, {})
+        if parts:
+            parts["other"] = max(0.0, table.get("fixes", 0.0) - sum(parts.values()))
+            print("\nInside the fixes (%.1f s):\n| part | seconds | share |\n|---|---|---|" % table.get("fixes", 0.0))
+            for name, seconds in sorted(parts.items(), key=lambda kv: -kv[1]):
+                if seconds >= 0.05:
+                    print("| %s | %.1f | %.0f%% |" % (name, seconds, 100.0 * seconds / (table.get("fixes") or 1.0)))
+        out[host] = dict(info, phases={k: round(v, 2) for k, v in table.items()},
+                         inside_fixes={k: round(v, 2) for k, v in parts.items()})
         out[host].pop("start", None)
     os.makedirs(os.path.join(ROOT, "bench", "results"), exist_ok=True)
     with open(os.path.join(ROOT, "bench", "results", "profile.json"), "w") as handle:

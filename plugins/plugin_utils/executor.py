@@ -25,6 +25,7 @@ import copy
 import dataclasses
 import difflib
 import json
+import time
 import typing as t
 
 from ansible import constants as C
@@ -109,7 +110,8 @@ class ExecutionReport:
     modules: canonical FQCNs of modules/actions actually executed, in first-run order.
     task_results: one dict per task reached, in order: name, module (FQCN), changed,
       failed, skipped, ignored (failed but ignore_errors), check_mode (ran as a check:
-      its changed is what it would change, and does not count in ``changed``), msg (trimmed).
+      its changed is what it would change, and does not count in ``changed``), msg (trimmed),
+      seconds (wall time of the task, its loop included).
     results: the raw results of the tasks reached (internal keys stripped), only when the run
       asked for them (``keep_results``; read-only probes need what the module returned).
     diffs: with the executor's ``diff`` on, one dict per task that changed the host and whose
@@ -371,12 +373,14 @@ class TaskListExecutor:
                 if not self._run_block(entry, run_vars, report):
                     return False
                 continue
+            started = time.monotonic()
             result, fqcn, ran = self._run_task(entry, run_vars)
-            if not self._record(entry, result, fqcn, ran, report):
+            if not self._record(entry, result, fqcn, ran, report, time.monotonic() - started):
                 return False
         return True
 
-    def _record(self, task: Task, result: dict, fqcn: str, ran: bool, report: ExecutionReport) -> bool:
+    def _record(self, task: Task, result: dict, fqcn: str, ran: bool, report: ExecutionReport,
+                seconds: float = 0.0) -> bool:
         name = task.get_name()
         failed = bool(result.get('failed')) or bool(result.get('unreachable'))
         ignored = failed and bool(task.ignore_errors) and not result.get('unreachable')
@@ -391,7 +395,7 @@ class TaskListExecutor:
             report.results.append(strip_internal_keys(copy.deepcopy(result)))
         report.task_results.append(dict(name=str(name), module=fqcn, changed=bool(result.get('changed')),
                                          failed=failed, skipped=skipped, ignored=ignored, check_mode=check_mode,
-                                         msg=_trim(msg)))
+                                         msg=_trim(msg), seconds=round(seconds, 3)))
         if self._diff and result.get('changed') and not check_mode:
             found = [result.get('diff')] + [r.get('diff') for r in result.get('results') or []
                                             if isinstance(r, dict) and r.get('changed')]
