@@ -4,18 +4,20 @@
 
 DESIGN decision 1: the tasks run on the action plugin's own connection, loaded and
 evaluated by Ansible's own classes: ``Block``/``Task`` loading (which uses
-ModuleArgsParser), plugin routing for module names, the 2.19 template engine for
+ModuleArgsParser), plugin routing for module names, the template engine (2.19+) for
 arguments, loops and ``when``/``failed_when``/``changed_when``, the action loader for
 every task (controller-side action plugins such as copy/template/set_fact/package/
 command, and ``ansible.legacy.normal`` -> ``_execute_module`` for plain modules), exactly
-as ``TaskExecutor`` picks a handler.  Check mode reaches a module only through the Task
+as ``TaskExecutor`` picks a handler. What differs between ansible-core 2.19, 2.20 and 2.21
+(conditionals, action exceptions, register, where an action's variables go) is behind
+:mod:`.ansible_private`.  Check mode reaches a module only through the Task
 object each handler is given (``_update_module_args`` reads ``task.check_mode``); the
 executor never writes ``_ansible_check_mode`` into arguments and never mutates the calling
 action's own Task.
 
 Trust (DESIGN decision 2): with ``trusted=True`` every string of the task list is tagged
 TrustedAsTemplate, so vendor ``{{ }}`` render as in a playbook.  With ``trusted=False`` the
-strings stay untrusted: ansible-core 2.19 does not render them, and the gate
+strings stay untrusted: ansible-core (2.19+) does not render them, and the gate
 (:mod:`.task_gate`) refuses any Jinja before anything runs; conditionals of untrusted tasks
 pass a safe-expression check before they are evaluated.
 """

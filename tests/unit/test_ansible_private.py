@@ -1,5 +1,6 @@
 """plugin_utils/ansible_private.py: the one module that may touch ansible-core's private parts."""
 
+import ast
 import re
 import subprocess
 import sys
@@ -50,6 +51,16 @@ def test_the_supported_range_is_the_one_requirements_and_runtime_declare():
     assert 'requires_ansible: "%s"' % ansible_private.SUPPORTED_RANGE in runtime
     requirements = (ROOT / "requirements.txt").read_text().splitlines()
     assert "ansible-core%s" % ansible_private.SUPPORTED_RANGE in requirements
+
+
+def test_make_test_matrix_runs_every_supported_core():
+    tree = ast.parse((ROOT / "noxfile.py").read_text())
+    cores = next(ast.literal_eval(node.value) for node in tree.body
+                 if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", None) == "CORES")
+    assert sorted(cores) == ["%d.%d" % core for core in ansible_private.SUPPORTED]
+    for core, (core_req, _ansible_req, _python) in cores.items():
+        major, minor = map(int, core.split("."))
+        assert core_req == "ansible-core>=%d.%d,<%d.%d" % (major, minor, major, minor + 1)
 
 
 def test_when_names_the_first_false_condition():
