@@ -6,10 +6,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import yaml
 from ansible.errors import AnsibleActionFail, AnsibleActionSkip
 from ansible.playbook.task import Task
 from ansible.release import __version__
 from ansible.template import trust_as_template
+from packaging.specifiers import SpecifierSet
 
 from ansible_collections.scapforge.remediation.plugins.plugin_utils import ansible_private
 
@@ -47,8 +49,10 @@ def test_an_unknown_core_is_refused_at_import():
 
 
 def test_the_supported_range_is_the_one_requirements_and_runtime_declare():
-    runtime = (ROOT / "meta" / "runtime.yml").read_text()
-    assert 'requires_ansible: "%s"' % ansible_private.SUPPORTED_RANGE in runtime
+    runtime = yaml.safe_load((ROOT / "meta" / "runtime.yml").read_text())
+    # ansible-lint wants a "2.19." in requires_ansible: the same range, spelt >=2.19.0,<2.22.0
+    assert SpecifierSet(runtime["requires_ansible"]) == SpecifierSet(ansible_private.SUPPORTED_RANGE)
+    assert not SpecifierSet(runtime["requires_ansible"]).contains("2.22.0")
     requirements = (ROOT / "requirements.txt").read_text().splitlines()
     assert "ansible-core%s" % ansible_private.SUPPORTED_RANGE in requirements
 
