@@ -83,7 +83,7 @@ $(VENV_LLM)/.installed: tools/llm-smoke-requirements.txt | deps
 llm-smoke: lab $(VENV_LLM)/.installed
 	$(PY) tools/llm_smoke.py run $(if $(RULES),--rules "$(RULES)")
 
-# Opt-in, not part of `make test`: the unit tests and the executor's lab test on each supported
+# Opt-in, not part of `make test` (~15 min): the unit tests, test_executor and test_remediate on each supported
 # ansible-core, 2.19, 2.20 and 2.21 (noxfile.py; CORES="core-2.21" picks sessions). 2.20 and
 # 2.21 need Python 3.12+: lab/matrix_python.py builds Debian trixie's python3.13 once under
 # $(MATRIX_HOME); nox and the sessions' virtualenvs are cached there too (outside the checkout).
