@@ -13,7 +13,7 @@ LAB_HOSTS ?= 1
 TEST_WORKERS ?= 2
 PROFILE ?= xccdf_org.ssgproject.content_profile_anssi_bp28_high
 
-.PHONY: deps venv venv-pkg lab lab-build lab-down demo test unit integration faults lint clean
+.PHONY: deps venv venv-pkg lab lab-build lab-down demo test unit integration faults lint clean test-matrix
 
 # Debian packages the controller needs: Python's venv, and for the lab debootstrap,
 # systemd-nspawn, tinyproxy, ssh, curl and ip; for the report.html test chromium and its driver.
@@ -94,3 +94,24 @@ $(VENV_LLM)/.installed: tools/llm-smoke-requirements.txt | deps
 
 llm-smoke: lab $(VENV_LLM)/.installed
 	$(PY) tools/llm_smoke.py run $(if $(RULES),--rules "$(RULES)")
+
+# Opt-in, not part of `make test` (~15 min): the unit tests, test_executor and test_remediate on each supported
+# ansible-core, 2.19, 2.20 and 2.21 (noxfile.py; CORES="core-2.21" picks sessions). 2.20 and
+# 2.21 need Python 3.12+: lab/matrix_python.py builds Debian trixie's python3.13 once under
+# $(MATRIX_HOME); nox and the sessions' virtualenvs are cached there too (outside the checkout).
+MATRIX_HOME ?= $(SCAPFORGE_LAB_HOME)/matrix
+MATRIX_NOX := $(MATRIX_HOME)/nox-venv
+
+$(MATRIX_NOX)/.installed: tools/matrix-requirements.txt | deps
+	$(PYTHON) -m venv $(MATRIX_NOX)
+	$(MATRIX_NOX)/bin/python -m pip install -q --upgrade pip
+	$(MATRIX_NOX)/bin/python -m pip install -q -r tools/matrix-requirements.txt
+	touch $@
+
+test-matrix: lab-build $(MATRIX_NOX)/.installed
+	@command -v patchelf >/dev/null 2>&1 || { apt-get update && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends patchelf; }
+	py313=$$(SCAPFORGE_MATRIX_HOME=$(MATRIX_HOME) $(PY) lab/matrix_python.py) && \
+	py311=$$($(PY) -c 'import sys; print(sys._base_executable)') && \
+	SCAPFORGE_MATRIX_HOME=$(MATRIX_HOME) SCAPFORGE_MATRIX_PYTHON313=$$py313 SCAPFORGE_MATRIX_PYTHON311=$$py311 \
+	  $(MATRIX_NOX)/bin/nox --envdir $(MATRIX_HOME)/nox-envs $(if $(CORES),-s $(CORES))

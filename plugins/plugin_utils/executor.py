@@ -4,18 +4,20 @@
 
 DESIGN decision 1: the tasks run on the action plugin's own connection, loaded and
 evaluated by Ansible's own classes: ``Block``/``Task`` loading (which uses
-ModuleArgsParser), plugin routing for module names, the 2.19 template engine for
+ModuleArgsParser), plugin routing for module names, the template engine (2.19+) for
 arguments, loops and ``when``/``failed_when``/``changed_when``, the action loader for
 every task (controller-side action plugins such as copy/template/set_fact/package/
 command, and ``ansible.legacy.normal`` -> ``_execute_module`` for plain modules), exactly
-as ``TaskExecutor`` picks a handler.  Check mode reaches a module only through the Task
+as ``TaskExecutor`` picks a handler. What differs between ansible-core 2.19, 2.20 and 2.21
+(conditionals, action exceptions, register, where an action's variables go) is behind
+:mod:`.ansible_private`.  Check mode reaches a module only through the Task
 object each handler is given (``_update_module_args`` reads ``task.check_mode``); the
 executor never writes ``_ansible_check_mode`` into arguments and never mutates the calling
 action's own Task.
 
 Trust (DESIGN decision 2): with ``trusted=True`` every string of the task list is tagged
 TrustedAsTemplate, so vendor ``{{ }}`` render as in a playbook.  With ``trusted=False`` the
-strings stay untrusted: ansible-core 2.19 does not render them, and the gate
+strings stay untrusted: ansible-core (2.19+) does not render them, and the gate
 (:mod:`.task_gate`) refuses any Jinja before anything runs; conditionals of untrusted tasks
 pass a safe-expression check before they are evaluated.
 """
@@ -326,6 +328,7 @@ class TaskListExecutor:
         run_vars = dict(self._task_vars)
         result = self._execute_once(block.block[0], dict(run_vars), run_vars)
         result.pop('_scapforge_not_run', None)
+        result.pop('_scapforge_changes', None)
         return result
 
     # ----------------------------------------------------------------- preparation
@@ -429,7 +432,7 @@ class TaskListExecutor:
         except AnsibleError as ex:
             # Ansible raises a loop error only if the task is not skipped by its when
             try:
-                if not task._resolve_conditional(task.when, task_vars):
+                if not ansible_private.when_result(task, task_vars)[0]:
                     result = dict(changed=False, skipped=True, skip_reason='Conditional result was False')
                     self._register(task, result, run_vars)
                     return result, fqcn, False
@@ -448,6 +451,7 @@ class TaskListExecutor:
         result.setdefault('changed', False)
         ran = not result.get('skipped') and not result.get('_scapforge_not_run')
         result.pop('_scapforge_not_run', None)
+        result.pop('_scapforge_changes', None)
         self._register(task, result, run_vars)
         return result, fqcn, ran
 
@@ -491,13 +495,14 @@ class TaskListExecutor:
             loop_vars['ansible_loop_var'] = 'item'
             res = self._execute_once(task, loop_vars, loop_vars)
             res.pop('_scapforge_not_run', None)
+            changes = res.pop('_scapforge_changes', None)
             res['item'] = item
             res['ansible_loop_var'] = 'item'
             results.append(res)
             # As the strategy applies each item's facts to the host in order (set_fact in a
             # loop accumulates, e.g. SSG's audit fixes counting paths in found_paths_dict).
-            if 'ansible_facts' in res:
-                self._merge_facts(task, res['ansible_facts'], run_vars)
+            if changes is not None:
+                self._apply_changes(changes, run_vars)
         out: dict = dict(results=results, skipped=True, changed=False)
         for res in results:
             if res.get('changed'):
@@ -518,9 +523,10 @@ class TaskListExecutor:
         facts, failed/changed normalisation, changed_when/failed_when.  Facts update run_vars."""
         started = False
         try:
-            rc: dict = {}
-            if not task._resolve_conditional(task.when, variables, result_context=rc):
-                return dict(changed=False, skipped=True, skip_reason='Conditional result was False', **rc)
+            holds, false_condition = ansible_private.when_result(task, variables)
+            if not holds:
+                return dict(changed=False, skipped=True, skip_reason='Conditional result was False',
+                            false_condition=false_condition)
             tmp_task = task.copy(exclude_parent=True, exclude_tasks=True)
             tmp_task._parent = task._parent
             engine = self._engine(variables)
@@ -539,8 +545,10 @@ class TaskListExecutor:
             own_args = dict(tmp_task.args or {})  # before the handler adds its own keys
             result = self._cached_package_facts(fqcn, own_args)
             if result is None:
-                result = self._run_handler(tmp_task, vars_copy)
+                result, changes = self._run_handler(tmp_task, vars_copy)
                 self._remember_package_facts(fqcn, own_args, result, tmp_task.check_mode)
+            else:
+                changes = ansible_private.changes_from_result(tmp_task.action, result)
         except AnsibleConnectionFailure as ex:
             return dict(failed=True, unreachable=True, changed=False, msg=task_gate._error_text(ex))
         except AnsibleError as ex:
@@ -549,27 +557,30 @@ class TaskListExecutor:
                 res['_scapforge_not_run'] = True
             return res
 
-        if 'ansible_facts' in result:
-            self._merge_facts(tmp_task, result['ansible_facts'], vars_copy)
-            self._merge_facts(tmp_task, result['ansible_facts'], run_vars)
+        if changes.facts or changes.variables:
+            self._apply_changes(changes, vars_copy)
+            self._apply_changes(changes, run_vars)
             if variables is not run_vars:
-                self._merge_facts(tmp_task, result['ansible_facts'], variables)
+                self._apply_changes(changes, variables)
+            result['_scapforge_changes'] = changes
         if 'failed' not in result:
             result['failed'] = 'rc' in result and result['rc'] not in (0, '0')
         result.setdefault('changed', False)
         if result.get('unreachable'):
             result['failed'] = True
             return result
-        if task.register:
-            vars_copy[task.register] = strip_internal_keys(copy.copy(result))
+        for name in ansible_private.register_names(task):
+            vars_copy[name] = self._registered(result)
         if 'skipped' not in result:
             condname = 'changed'
             try:
-                if task.changed_when:
-                    result['changed'] = task._resolve_conditional(task.changed_when, vars_copy)
+                # the post-validated task's, as TaskExecutor reads them (2.21 makes them lists only there)
+                if tmp_task.changed_when:
+                    result['changed'] = ansible_private.conditional(tmp_task, tmp_task.changed_when, vars_copy)
                 condname = 'failed'
-                if task.failed_when:
-                    result['failed_when_result'] = result['failed'] = task._resolve_conditional(task.failed_when, vars_copy)
+                if tmp_task.failed_when:
+                    result['failed_when_result'] = result['failed'] = ansible_private.conditional(
+                        tmp_task, tmp_task.failed_when, vars_copy)
             except AnsibleError as ex:
                 result['failed'] = True
                 result[f'{condname}_when_result'] = task_gate._error_text(ex)
@@ -594,9 +605,10 @@ class TaskListExecutor:
         elif fqcn in PACKAGE_CHANGING and (result.get('changed') or result.get('failed')) and not check_mode:
             self._facts_cache.invalidate()
 
-    def _run_handler(self, task: Task, task_vars: dict) -> dict:
+    def _run_handler(self, task: Task, task_vars: dict) -> tuple[dict, ansible_private.VariableChanges]:
         """Pick the handler as TaskExecutor does (module's action plugin, same-named action, else
-        ansible.legacy.normal) and run it on the action's own connection."""
+        ansible.legacy.normal) and run it on the action's own connection. Returns (its result,
+        the variables it gives the host)."""
         action = self._action
         shared = self._shared
         module = shared.module_loader.find_plugin_with_context(task.action, collection_list=task.collections)
@@ -620,33 +632,42 @@ class TaskListExecutor:
         )
         if handler is None:
             raise AnsibleError(f'the handler {handler_name!r} was not found')
+        changes = ansible_private.VariableChanges()
+        host_name = str(task_vars.get('inventory_hostname', ''))
         try:
-            result = handler.run(task_vars=task_vars)
+            result, changes = ansible_private.run_action(handler, task, task_vars, host_name)
         except AnsibleConnectionFailure:
             raise
         except AnsibleAction as ex:  # AnsibleActionFail/Skip/_ActionDone carry their result
-            result = dict(ex.result_contribution)
-            result.setdefault('msg', ex.message)
+            result = ansible_private.action_exception_result(ex)
         except AnsibleError:
             raise
         except Exception as ex:  # a plugin bug must fail the task, not the remediation loop
             result = dict(failed=True, msg=f'Unexpected failure during task execution: {type(ex).__name__}: {ex}')
         finally:
             handler.cleanup()
-        return result
+        return result, changes
 
     @staticmethod
-    def _merge_facts(task: Task, facts: dict, variables: dict) -> None:
-        """Merge a result's ansible_facts into variables exactly as TaskExecutor does."""
-        if task.action in C._ACTION_WITH_CLEAN_FACTS:
-            variables.update(facts)
-            return
-        # as VariableManager builds host vars: ansible_facts holds the facts without the ansible_ prefix
-        variables['ansible_facts'] = combine_vars(variables.get('ansible_facts', {}), namespace_facts(facts)['ansible_facts'])
-        if C.INJECT_FACTS_AS_VARS:
-            variables.update(clean_facts(facts))
+    def _apply_changes(changes: ansible_private.VariableChanges, variables: dict) -> None:
+        """Apply an action's variables to ``variables`` exactly as TaskExecutor does: facts first
+        (into ``ansible_facts`` without the ansible_ prefix, as VariableManager builds host vars, and
+        as top-level ``ansible_*`` vars when INJECT_FACTS_AS_VARS), then plain variables."""
+        if changes.facts:
+            variables['ansible_facts'] = combine_vars(variables.get('ansible_facts', {}),
+                                                      namespace_facts(changes.facts)['ansible_facts'])
+            if C.INJECT_FACTS_AS_VARS:
+                variables.update(clean_facts(changes.facts))
+        variables.update(changes.variables)
 
     @staticmethod
-    def _register(task: Task, result: dict, run_vars: dict) -> None:
-        if task.register:
-            run_vars[task.register] = strip_internal_keys(copy.copy(result))
+    def _registered(result: dict) -> dict:
+        """A result as ``register`` stores it (internal keys and the executor's own keys left out)."""
+        value = strip_internal_keys(copy.copy(result))
+        value.pop('_scapforge_changes', None)
+        value.pop('_scapforge_not_run', None)
+        return value
+
+    def _register(self, task: Task, result: dict, run_vars: dict) -> None:
+        for name in ansible_private.register_names(task):
+            run_vars[name] = self._registered(result)

@@ -391,6 +391,24 @@ def test_set_fact_in_a_loop_accumulates_into_later_tasks(tmp_path):
     assert out.read_text() == "21a"
 
 
+def test_variables_set_by_a_fix_stay_in_its_run(tmp_path):
+    # set_fact, a registered result and gathered facts of a fix are the run's own: the play's
+    # next task on the host does not see them (ansible-core 2.21 registers an action's
+    # variables in the running task's context: the executor gives each task its own).
+    tasks = [
+        {"name": "fact", "set_fact": {"scapforge_leak": "fact"}},
+        {"name": "reg", "command": "true", "register": "scapforge_leak_reg"},
+        {"name": "facts", "setup": {"gather_subset": ["!all", "!min", "date_time"]}},
+        {"name": "seen inside", "assert": {"that": ["scapforge_leak == 'fact'", "scapforge_leak_reg.rc == 0",
+                                                      "ansible_facts.date_time is defined"]}},
+    ]
+    after = {"name": "after the fix", "assert": {"that": [
+        "scapforge_leak is undefined", "scapforge_leak_reg is undefined", "ansible_facts.date_time is undefined"]}}
+    report = run_tasks(tmp_path, tasks, trusted=True, play_extra={"post_tasks": [after]})
+    assert report["ok"], report
+    assert [r["name"] for r in report["task_results"]] == ["fact", "reg", "facts", "seen inside"]
+
+
 def test_long_errors_keep_their_tail(tmp_path):
     tasks = [{"name": "noisy", "ansible.builtin.shell": "seq 1 400; echo 'the real cause' >&2; exit 3"}]
     report = run_tasks(tmp_path, tasks, trusted=True)
