@@ -71,7 +71,7 @@ lint: venv
 	ansible-lint
 
 test: lab-build venv-pkg lint
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile tests/unit tests/integration tests/faults
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=15 tests/unit tests/integration tests/faults
 
 clean: lab-down
 	rm -rf $(VENV) .pytest_cache
