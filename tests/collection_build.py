@@ -18,7 +18,7 @@ PKG_VENV = Path(os.environ.get("SCAPFORGE_PKG_VENV", REPO_ROOT / ".venv-pkg"))
 
 def run(cmd, **kw) -> subprocess.CompletedProcess:
     """Run ``cmd``; AssertionError with its output tail when it exits non-zero."""
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=kw.pop("timeout", 300), **kw)
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=kw.pop("timeout", 300), **kw, check=False)
     assert proc.returncode == 0, "%s\n%s\n%s" % (cmd, proc.stdout[-4000:], proc.stderr[-4000:])
     return proc
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
+from ansible_collections.scapforge.remediation.plugins.plugin_utils import deps
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.memory import admin
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.memory.errors import MemoryStoreError
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.memory.store import DEFAULT_LOCK_TIMEOUT
@@ -25,6 +26,7 @@ class ActionModule(ActionBase):
     _supports_check_mode = True
 
     def run(self, tmp=None, task_vars=None):
+        deps.require("filelock", "tinydb", error=AnsibleActionFail)
         result = super().run(tmp, task_vars)
         _validation, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
         try:

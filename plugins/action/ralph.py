@@ -14,6 +14,7 @@ from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.scapforge.remediation.plugins.module_utils.ralph_options import ARGUMENT_SPEC
+from ansible_collections.scapforge.remediation.plugins.plugin_utils import deps
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.attempts import Budget
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.events import utc_now
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.host_setup import ControllerGone, LoopError
@@ -37,6 +38,7 @@ class ActionModule(ActionBase):
     _requires_connection = True
 
     def run(self, tmp=None, task_vars=None):
+        deps.require("filelock", "jsonschema", "lxml", "openai", "tinydb", error=AnsibleActionFail)
         task_vars = task_vars or {}
         result = super().run(tmp, task_vars)
         del tmp

@@ -9,7 +9,7 @@ from ansible.plugins.action import ActionBase
 
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.events import utc_now
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.summary import write_summary
-from ansible_collections.scapforge.remediation.plugins.plugin_utils import report_ckl, report_html, report_junit
+from ansible_collections.scapforge.remediation.plugins.plugin_utils import deps, report_ckl, report_html, report_junit
 
 
 class ActionModule(ActionBase):
@@ -17,6 +17,7 @@ class ActionModule(ActionBase):
     _requires_connection = False
 
     def run(self, tmp=None, task_vars=None):
+        deps.require("junitparser", "lxml", error=AnsibleActionFail)
         result = super().run(tmp, task_vars)
         _validation, args = self.validate_argument_spec(argument_spec={
             "run_dir": {"type": "path", "required": True},

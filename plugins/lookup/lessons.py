@@ -171,6 +171,7 @@ RETURN = r"""
 from ansible.errors import AnsibleLookupError
 from ansible.plugins.lookup import LookupBase
 
+from ansible_collections.scapforge.remediation.plugins.plugin_utils import deps
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.memory import admin
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.memory.errors import MemoryStoreError
 
@@ -178,6 +179,7 @@ from ansible_collections.scapforge.remediation.plugins.plugin_utils.memory.error
 class LookupModule(LookupBase):
 
     def run(self, terms, variables=None, **kwargs):
+        deps.require("filelock", "tinydb", error=AnsibleLookupError)
         self.set_options(var_options=variables, direct=kwargs)
         path = self.get_option("path")
         try:

@@ -44,12 +44,14 @@ RETURN = r"""
 from ansible.errors import AnsibleLookupError
 from ansible.plugins.lookup import LookupBase
 
+from ansible_collections.scapforge.remediation.plugins.plugin_utils import deps
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.skills import SkillError, load_skill
 
 
 class LookupModule(LookupBase):
 
     def run(self, terms, variables=None, **kwargs):
+        deps.require("jsonschema", error=AnsibleLookupError)
         self.set_options(var_options=variables, direct=kwargs)
         out = []
         for name in terms:

@@ -77,7 +77,7 @@ def _run(argv, timeout=30):
     """(exit status, stdout + stderr as text) of argv; (None, why) when it cannot run."""
     try:
         proc = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              timeout=timeout)
+                              timeout=timeout, check=False)
     except (OSError, subprocess.SubprocessError) as exc:
         return None, str(exc)
     return proc.returncode, proc.stdout.decode("utf-8", "replace")

@@ -439,7 +439,7 @@ def oscap_version(oscap):
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             env=_c_env(),
-            timeout=60,
+            timeout=60, check=False,
         )
     except (OSError, subprocess.SubprocessError):
         return None

@@ -20,10 +20,13 @@ import json
 import os
 import typing as t
 
-from filelock import FileLock
-
-from ansible_collections.scapforge.remediation.plugins.plugin_utils import answers, context
+from ansible_collections.scapforge.remediation.plugins.plugin_utils import answers, context, deps
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.llm import LLMClient, LLMError
+
+try:
+    from filelock import FileLock
+except ImportError:
+    deps.missing("filelock")
 
 _PARSERS = {
     "architect": answers.parse_architect,

@@ -51,7 +51,7 @@ MAX_PATTERN_CHARS = 200
 VERDICTS = ("PLAN", "CONTINUE", "PIVOT", "ESCALATE")
 
 _FENCE = re.compile(
-    r"^[ \t]*(?P<fence>`{3,}|~{3,})[ \t]*(?P<tag>[^\s`]*)[^\n]*\n" r"(?P<body>.*?)(?:^[ \t]*(?P=fence)[ \t]*$|\Z)",
+    r"^[ \t]*(?P<fence>`{3,}|~{3,})[ \t]*(?P<tag>[^\s`]*)[^\n]*\n(?P<body>.*?)(?:^[ \t]*(?P=fence)[ \t]*$|\Z)",
     re.MULTILINE | re.DOTALL,
 )
 _STRUCTURED_TAGS = {"", "json", "yaml", "yml"}

@@ -265,7 +265,7 @@ class AttemptRunner:
             self.close(item, attempt)
         else:
             self._stop_host("stopped after %s: %s%s" % (short, status.detail,
-                                                   "" if restored else "; the rollback failed, restore by hand"))
+                                                        "" if restored else "; the rollback failed, restore by hand"))
 
     def batch_health(self, attempts: t.Sequence[tuple[A.WorkItem, A.Attempt]]) -> health.HealthReport:
         """One health check for several attempts whose check was deferred (``run(defer_health=

@@ -46,8 +46,16 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Dict, Iterable, List, Mapping, Optional, Tuple
 
-from filelock import FileLock, Timeout
-from lxml import etree
+from ansible_collections.scapforge.remediation.plugins.plugin_utils import deps
+
+try:
+    from filelock import FileLock, Timeout
+except ImportError:
+    deps.missing("filelock")
+try:
+    from lxml import etree
+except ImportError:
+    deps.missing("lxml")
 
 __all__ = [
     "Catalog",
@@ -88,6 +96,7 @@ _CCI_RE = re.compile(r"^CCI-\d+$")
 # DISA's rule version id (SV-258134r1045265_rule), on the srg-stig-tools href; its number is
 # the vulnerability id (V-258134) STIG Viewer shows as Vuln_Num.
 _SV_RE = re.compile(r"^SV-\d+r\d+_rule$")
+
 
 class CatalogError(Exception):
     """Raised for content the catalog cannot use and for lookups that name nothing in it.

@@ -709,7 +709,7 @@ class LabProvider(CheckpointProvider):
         started = time.monotonic()
         try:
             proc = subprocess.run(argv, cwd=self.cwd, stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                                  timeout=self.timeout)
+                                  timeout=self.timeout, check=False)
             rc, output = proc.returncode, _output(proc.stdout, proc.stderr)
         except subprocess.TimeoutExpired as ex:
             rc, output = None, 'killed after %d s: %s' % (self.timeout, _tail(ex.stderr or ex.stdout or ''))
@@ -791,7 +791,7 @@ class LabCheckpoint(Checkpoint):
 
 #: provider name -> class; a user picks one by name (``make_provider``)
 PROVIDERS: dict[str, type[CheckpointProvider]] = {'files': FilesProvider, 'command': CommandProvider,
-                                                   'lab': LabProvider}
+                                                  'lab': LabProvider}
 #: options each provider accepts (beyond action and task_vars)
 PROVIDER_OPTIONS: dict[str, tuple[str, ...]] = {
     'files': ('root', 'max_file_bytes', 'max_total_bytes', 'max_entries', 'link_targets'),

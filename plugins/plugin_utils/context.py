@@ -108,7 +108,7 @@ def evidence_text(evidence: dict | None) -> str | None:
     if evidence.get("error"):
         return fence("OVAL evidence unavailable: %s" % evidence["error"], "target", "oval_evidence")
     head = "OVAL definition %s (%s): result %s" % (evidence.get("definition"), evidence.get("title", ""),
-                                                  evidence.get("result"))
+                                                   evidence.get("result"))
     body = _yaml({"tests": evidence.get("tests") or []})
     if evidence.get("truncated"):
         body += "\n(evidence truncated)"

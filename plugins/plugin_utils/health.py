@@ -493,7 +493,7 @@ def build_script(nonce: str, checks: t.Iterable[str], *, commands: t.Sequence[st
         elif name == "login":
             parts.extend(_LOGIN_CHECK % {"shell": shell} for shell in LOGIN_SHELLS)
         elif name == "created":
-            paths = [p for p in created][:MAX_CREATED]
+            paths = list(created)[:MAX_CREATED]
             quoted = " ".join(shlex.quote(p) for p in paths) or "''"
             parts.append(_CREATED_CHECK % {"paths": quoted})
         else:
@@ -1090,7 +1090,7 @@ def check_after(action, baseline: HostBaseline, commands: t.Sequence[str] = (), 
 
 
 def check_side_effects(action, baseline: HostBaseline, created: t.Sequence[str] = (),
-                 modes_asked: t.Collection[str] = ()) -> list[dict]:
+                       modes_asked: t.Collection[str] = ()) -> list[dict]:
     """Only the side-effect part of ``check_after``, in its own round trip: the findings
     (see ``side_effect_findings``). Never raises: a failed round trip gives ``unverified``
     findings."""

@@ -213,4 +213,3 @@ def gunzip(src: str, dest: str) -> str:
     os.replace(tmp, dest)
     os.unlink(src)
     return dest
-

@@ -30,10 +30,14 @@ import time
 import typing as t
 import urllib.parse
 
-import openai
-from openai.types.chat import ChatCompletion
-
+from ansible_collections.scapforge.remediation.plugins.plugin_utils import deps
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.redact import redact
+
+try:
+    import openai
+    from openai.types.chat import ChatCompletion
+except ImportError:
+    deps.missing("openai")
 
 #: ``LLMError.kind`` values (closed list).
 ERROR_KINDS = ("unavailable", "remote_not_allowed", "connection", "timeout", "http", "auth", "bad_response")

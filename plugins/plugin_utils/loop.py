@@ -466,7 +466,7 @@ class RemediationLoop:
             env = safety.environment_kind("%s\n%s" % (result.get("msg"), said))  # a full /tmp: environment:disk_full
             code = "scanner_crash" if kind in CRASH_KINDS else outcomes.environment_reason(env) if env else "scan_failed"
             raise LoopError(code, "%s scan failed (%s): %s%s" % (label, kind, result.get("msg"),
-                                                               " oscap said: %s" % said if env else ""))
+                                                                 " oscap said: %s" % said if env else ""))
         results = result.get("rules", {})
         result["label"] = label
         self.events.emit(
@@ -778,7 +778,7 @@ class RemediationLoop:
             entry.item.attempts.remove(entry.attempt)
             attempt = entry.item.new_attempt(entry.attempt.source)
             alone = "applied alone: its batch (%s) failed the health check: %s" % (", ".join(shorts),
-                                                                                 status.detail[:200])
+                                                                                   status.detail[:200])
             attempt.origin = "%s; %s" % (entry.attempt.origin, alone) if entry.attempt.origin else alone
             attempt.detail = attempt.origin
             started = time.monotonic()
@@ -898,7 +898,10 @@ class RemediationLoop:
         rules = outcomes.deferred_for_reboot(self.outcomes)
         if not rules or self.skill.hook("resolve_deferred") is None:
             return
-        log = lambda **kw: self.events.emit("hook_failed", **kw)  # noqa: E731
+
+        def log(**kw):
+            return self.events.emit("hook_failed", **kw)
+
         shorts = {safety.short_rule_id(r): r for r in rules}
         results = {short: (self.items[rule].attempts[-1].result if rule in self.items and self.items[rule].attempts
                            else None) for short, rule in shorts.items()}
@@ -1107,4 +1110,3 @@ class RemediationLoop:
                          regressions=regressions, seconds=report["seconds"], package_facts=report["package_facts"])
         self.console.finished(report["outcomes"], self.stopped)
         return report
-

@@ -22,6 +22,8 @@ from jinja2 import StrictUndefined, TemplateError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 AGENTS = ("architect", "worker", "reflector")
+
+
 class PromptError(Exception):
     """A template is missing, does not parse, lacks a block or fails to render; the message
     names the file."""

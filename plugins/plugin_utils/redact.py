@@ -47,7 +47,7 @@ KINDS = (
 _B64 = r"[./0-9A-Za-z]"  # the crypt(3) alphabet
 
 _PRIVATE_KEY = re.compile(
-    r"-----BEGIN ((?:[A-Z0-9]+ )*)PRIVATE KEY((?: BLOCK)?)-----" r"(?:.*?-----END \1PRIVATE KEY\2-----|.*\Z)",
+    r"-----BEGIN ((?:[A-Z0-9]+ )*)PRIVATE KEY((?: BLOCK)?)-----(?:.*?-----END \1PRIVATE KEY\2-----|.*\Z)",
     re.DOTALL,
 )
 

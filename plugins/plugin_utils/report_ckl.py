@@ -26,9 +26,13 @@ from __future__ import annotations
 import os
 import typing as t
 
-from lxml import etree
-
+from ansible_collections.scapforge.remediation.plugins.plugin_utils import deps
 from ansible_collections.scapforge.remediation.plugins.plugin_utils import host_report as HR
+
+try:
+    from lxml import etree
+except ImportError:
+    deps.missing("lxml")
 
 STATUS_BY_RESULT = {"pass": "NotAFinding", "fail": "Open", "notapplicable": "Not_Applicable"}
 NOT_REVIEWED = "Not_Reviewed"
@@ -72,7 +76,7 @@ def _finding(short: str, row: t.Mapping[str, t.Any], rule: t.Mapping[str, t.Any]
     comments = []
     if rule:
         details.append("scapforge outcome: %s/%s after %d attempt(s)." % (rule.get("outcome"), rule.get("reason"),
-                                                                        rule.get("attempts") or 0))
+                                                                          rule.get("attempts") or 0))
         if rule.get("detail"):
             details.append(str(rule["detail"]))
         if rule.get("changed_tasks"):

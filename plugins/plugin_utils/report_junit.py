@@ -21,9 +21,13 @@ from __future__ import annotations
 import os
 import typing as t
 
-from junitparser import Error, Failure, JUnitXml, Skipped, TestCase, TestSuite
-
+from ansible_collections.scapforge.remediation.plugins.plugin_utils import deps
 from ansible_collections.scapforge.remediation.plugins.plugin_utils import host_report as HR
+
+try:
+    from junitparser import Error, Failure, JUnitXml, Skipped, TestCase, TestSuite
+except ImportError:
+    deps.missing("junitparser")
 
 FILE_NAME = "junit.xml"
 

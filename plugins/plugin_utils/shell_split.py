@@ -463,4 +463,3 @@ def expand_command(cmd: ShellCommand, stdin: str | None = None, depth: int = 0) 
         for sub in split_shell(script):
             out += expand_command(sub, depth=depth + 1)
     return out
-

@@ -27,9 +27,15 @@ import re
 import typing as t
 
 import yaml
-from jsonschema import Draft202012Validator
 
+from ansible_collections.scapforge.remediation.plugins.plugin_utils import deps
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.safety import short_rule_id as _short
+
+try:
+    from jsonschema import Draft202012Validator
+except ImportError:
+    deps.missing("jsonschema")
+    Draft202012Validator = None
 
 __all__ = ["Skill", "SkillError", "SkillHooks", "load_skill", "skill_names", "rule_table", "table_counts",
            "SKILLS_ROOT", "CAT_BY_SEVERITY"]
@@ -101,7 +107,7 @@ SCHEMA: dict = {
         "health_checks": _STR_LIST,
     },
 }
-_VALIDATOR = Draft202012Validator(SCHEMA)
+_VALIDATOR = Draft202012Validator(SCHEMA) if Draft202012Validator else None  # None: jsonschema is missing
 
 
 class SkillError(Exception):

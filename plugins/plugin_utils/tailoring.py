@@ -24,14 +24,18 @@ import datetime
 import re
 from typing import Iterable, Mapping, Optional, Tuple
 
-from lxml import etree
-
+from ansible_collections.scapforge.remediation.plugins.plugin_utils import deps
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.catalog import (
     XCCDF12_NS,
     Catalog,
     CatalogError,
     Profile,
 )
+
+try:
+    from lxml import etree
+except ImportError:
+    deps.missing("lxml")
 
 __all__ = ["build_tailoring", "TAILORING_SUFFIX"]
 

@@ -65,7 +65,7 @@ def test_a_fix_that_breaks_become_is_undone_by_the_dead_man_switch(lab, lab_host
 
 
 def test_an_sshd_change_that_would_lock_out_at_the_next_reload_is_rolled_back(lab, lab_host, lab_inventory, tmp_path,
-                                                                                remediate):
+                                                                              remediate):
     # PubkeyAuthentication no: the running sshd still lets the controller in (it is not
     # reloaded), so only a login to an sshd started with the NEW file shows the lock-out.
     # The open connection still works, so the restore runs over it and the host goes on.
@@ -112,7 +112,9 @@ def test_a_worker_that_breaks_pam_or_sshd_is_undone(lab, lab_host, lab_inventory
     try:
         before = digests(host)
         with ScriptedLLM() as llm:
-            system = lambda b, who: b["messages"][0]["content"].startswith("You are the %s" % who)  # noqa: E731
+            def system(b, who):
+                return b["messages"][0]["content"].startswith("You are the %s" % who)
+
             llm.script(lambda b: system(b, "Architect"), {"verdict": "PLAN", "plan": "p"}, times=None)
             llm.script(lambda b: system(b, "Reflector"), {"diagnosis": "d", "lesson": None}, times=None)
             llm.script(lambda b: system(b, "Worker") and "Rule: accounts_passwords_pam_faillock_deny (" in

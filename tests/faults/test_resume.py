@@ -89,7 +89,7 @@ def test_killed_mid_attempt_then_resumed(lab, lab_host, lab_inventory, tmp_path)
     assert interrupted, "the kill landed after the attempt closed; the test must kill inside one"
 
     again = subprocess.run(playbook(lab_inventory, host, runs), cwd=REPO_ROOT, capture_output=True, text=True,
-                           timeout=1200)
+                           timeout=1200, check=False)
     assert again.returncode == 0, again.stdout[-4000:]
     report = json.loads((runs / RUN_ID / "hosts" / ("%s.json" % host.name)).read_text())
     resumed = report["resumed"]

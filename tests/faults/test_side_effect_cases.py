@@ -174,7 +174,7 @@ def test_sudo_umask_then_new_files(lab, lab_host, lab_inventory, tmp_path, remed
         for path in new:
             if stat(host, path) != "644 root:root regular file":
                 owners = [r for r, o in rules.items() if any(f.get("path") == path for a in o["attempt_log"]
-                                                              for f in a.get("side_effects") or [])]
+                                                             for f in a.get("side_effects") or [])]
                 assert owners and not any(clean_pass(rules[r]) for r in owners), (path, stat(host, path), rules)
         assert clean(login_shells(host))
         assert host.ssh("sudo -n env true", check=False).returncode == 0
@@ -231,7 +231,7 @@ def dot_answer(rule: str) -> dict:
     cmd = ("awk -F':' '{ if ($3 >= 1000 && $3 != 65534) print %s\" \"$6 }' /etc/passwd | while read -r id home; "
            "do %s -f \"$id\" \"$home\"/.[^.]?*; done; true" % (field, command))
     return {"tasks": [{"name": "Own the users' dot files", "ansible.builtin.shell": {"cmd": cmd,
-                                                                                   "executable": "/bin/bash"}}],
+                                                                                     "executable": "/bin/bash"}}],
             "rationale": "the content's fix, under bash"}
 
 
@@ -241,7 +241,9 @@ def test_dotfile_symlink_owner_worker_chown_through_the_link(lab, lab_host, lab_
         root(host, DOT_SETUP)
         before, link = sensitive_state(host), link_state(host)
         with ScriptedLLM() as llm:
-            system = lambda b, who: b["messages"][0]["content"].startswith("You are the %s" % who)  # noqa: E731
+            def system(b, who):
+                return b["messages"][0]["content"].startswith("You are the %s" % who)
+
             llm.script(lambda b: system(b, "Architect"), {"verdict": "PLAN", "plan": "p"}, times=None)
             llm.script(lambda b: system(b, "Reflector"), {"diagnosis": "d", "lesson": None}, times=None)
             for rule in DOT_RULES:
@@ -319,7 +321,7 @@ def test_sshd_without_privsep_dir_is_prepared_by_preflight(lab, lab_host, lab_in
         env = dict(os.environ, ANSIBLE_CONFIG=str(REPO_ROOT / "ansible.cfg"))
         adhoc = subprocess.run([str(Path(sys.executable).parent / "ansible"), "-i", str(lab_inventory), host.name,
                                 "-b", "-m", "ansible.builtin.file", "-a", "path=/run/sshd state=absent"],
-                               cwd=REPO_ROOT, capture_output=True, text=True, timeout=120, env=env)
+                               cwd=REPO_ROOT, capture_output=True, text=True, timeout=120, env=env, check=False)
         assert adhoc.returncode == 0, adhoc.stdout + adhoc.stderr
         refused = host.ssh("true", check=False)  # sshd's child dies at once: no new login at all
         assert refused.returncode == 255 and "kex_exchange_identification" in refused.stderr, refused

@@ -104,10 +104,11 @@ def story(lab, lab_host, lab_inventory, tmp_path_factory, remediate):
             "tasks": [{"name": "Add acl", "ansible.builtin.aide_rule": {"group": "OwnerMode", "add": "acl"}}],
             "rationale": "a module for aide rules"})
         llm.script(agent("Worker", "aide_verify_acls"), {
-            "tasks": [{"name": "Mark the file", "ansible.builtin.lineinfile": {
-                          "path": "/etc/aide/aide.conf", "line": "# scapforge attempt 3", "insertafter": "EOF"}},
-                      {"name": "Find OwnerMode", "ansible.builtin.shell":
-                          "set -o pipefail && grep -n '^OwnerMode' /etc/aide/aide.conf | head -1"}],
+            "tasks": [
+                {"name": "Mark the file", "ansible.builtin.lineinfile": {
+                    "path": "/etc/aide/aide.conf", "line": "# scapforge attempt 3", "insertafter": "EOF"}},
+                {"name": "Find OwnerMode",
+                 "ansible.builtin.shell": "set -o pipefail && grep -n '^OwnerMode' /etc/aide/aide.conf | head -1"}],
             "rationale": "find the line, then edit it"})
         llm.script(agent("Architect", "aide_verify_acls", REVIEW_MARK), {
             "verdict": "PIVOT",

@@ -24,7 +24,7 @@ def login_defs(lab_host):
      "rule", "sudo_remove_nopaswd"),
 ])
 def test_unknown_names_stop_the_host_before_any_change(lab_host, lab_inventory, tmp_path, login_defs, remediate,
-                                                        extra, reason, words):
+                                                       extra, reason, words):
     before = login_defs()
     proc = remediate(lab_inventory, lab_host.name, tmp_path, extra)
     assert proc.returncode != 0
@@ -52,7 +52,7 @@ def test_controller_content_that_differs_from_the_hosts_is_refused(lab, lab_host
     before = login_defs()
     # --check: the role does not copy it over the host's file, so the two differ
     proc = remediate(lab_inventory, lab_host.name, tmp_path / "runs",
-               {"scapforge_datastream_src": str(changed), "scapforge_rules": ["accounts_umask_etc_login_defs"]}, "--check")
+                     {"scapforge_datastream_src": str(changed), "scapforge_rules": ["accounts_umask_etc_login_defs"]}, "--check")
     assert proc.returncode != 0
     summary = json.loads((tmp_path / "runs" / "latest" / "summary.json").read_text())
     error = summary["errors"][lab_host.name]

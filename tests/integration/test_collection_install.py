@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import subprocess
 import tarfile
-from pathlib import Path
 
 import pytest
 
@@ -47,7 +46,7 @@ def test_the_installed_collection_runs_its_playbook_on_a_lab_host(tarball, lab_h
     extra = {"scapforge_rules": RULES, "scapforge_runs_dir": str(runs), "scapforge_memory_path": str(tmp_path / "memory")}
     proc = subprocess.run(["ansible-playbook", "scapforge.remediation.remediate", "-i", str(lab_inventory),
                            "-l", lab_host.name, "-e", json.dumps(extra)],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900, check=False)
     assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-3000:]
     summary = json.loads((runs / "latest" / "summary.json").read_text())
     rules = summary["hosts"][lab_host.name]["rules"]

@@ -46,7 +46,8 @@ def ansible_module(host, inventory, args, check=False, connection=None, timeout=
         argv += ["-c", connection]
     if check:
         argv.append("--check")
-    proc = subprocess.run(argv, cwd=str(REPO_ROOT), env=env, capture_output=True, text=True, timeout=timeout)
+    proc = subprocess.run(argv, cwd=str(REPO_ROOT), env=env, capture_output=True, text=True, timeout=timeout,
+                          check=False)
     try:
         data = json.loads(proc.stdout)
     except ValueError:
@@ -312,7 +313,8 @@ def service_chroot(lab):
     top = Path(tempfile.mkdtemp(prefix="oscap-dev-"))
     debs = top / "debs"
     debs.mkdir()
-    dl = subprocess.run(["apt-get", "download", *CHROOT_DEBS], cwd=str(debs), capture_output=True, text=True, timeout=300)
+    dl = subprocess.run(["apt-get", "download", *CHROOT_DEBS], cwd=str(debs), capture_output=True, text=True, timeout=300,
+                        check=False)
     if dl.returncode != 0:
         subprocess.run(["rm", "-rf", "--one-file-system", str(top)], check=False)
         pytest.fail("apt-get download %s failed: %s" % (" ".join(CHROOT_DEBS), dl.stderr[-1000:]))
@@ -336,7 +338,8 @@ def service_chroot(lab):
         inst = subprocess.run(["chroot", str(merged), "sh", "-c",
                                "dpkg -i /tmp/debs/*.deb >/dev/null 2>&1; dpkg -i /tmp/debs/*.deb"],
                               capture_output=True, text=True, timeout=300,
-                              env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "DEBIAN_FRONTEND": "noninteractive"})
+                              env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "DEBIAN_FRONTEND": "noninteractive"},
+                              check=False)
         assert inst.returncode == 0, inst.stdout[-2000:] + inst.stderr[-2000:]
         yield merged
     finally:

@@ -33,7 +33,7 @@ def _run(lab, lab_host, lab_inventory, remediate, tmp_path, allow_reboot):
     _pending_until_reboot(host)
     boot_before = host.ssh(BOOT_ID).stdout.strip()
     proc = remediate(lab_inventory, host.name, tmp_path, {"scapforge_rules": [RULE],
-                                                         "scapforge_allow_reboot": allow_reboot})
+                                                          "scapforge_allow_reboot": allow_reboot})
     assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-3000:]
     run_dir = tmp_path / "latest"
     report = json.loads((run_dir / "hosts" / ("%s.json" % host.name)).read_text())
@@ -54,7 +54,7 @@ def test_without_allow_reboot_the_fix_stays_deferred_and_is_listed(lab, lab_host
 
 
 def test_with_allow_reboot_the_host_reboots_once_and_the_rule_is_verified(lab, lab_host, lab_inventory, remediate,
-                                                                         tmp_path):
+                                                                          tmp_path):
     host, boot_before, report, events = _run(lab, lab_host, lab_inventory, remediate, tmp_path, True)
     boot_after = host.ssh(BOOT_ID).stdout.strip()
     assert boot_after and boot_after != boot_before

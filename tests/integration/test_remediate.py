@@ -191,7 +191,7 @@ def test_events_name_the_modules_each_fix_ran(first_run):
     report = host_report(first_run)
     assert report["rules"]["accounts_umask_etc_login_defs"]["modules"] == applied["accounts_umask_etc_login_defs"]
     assert {e["event"] for e in events} >= {"run_start", "scan", "rule_start", "fix_applied", "health", "verify",
-                                             "rule_complete", "run_end"}
+                                            "rule_complete", "run_end"}
 
 
 def test_second_run_changes_nothing_for_remediated_rules(first_run, tmp_path):

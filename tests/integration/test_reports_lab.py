@@ -148,13 +148,13 @@ def test_report_html_loads_in_chromium_without_errors_and_shows_the_chart(run):
         bars = chart.find_elements(By.CSS_SELECTOR, "rect.bar")
         drawn = [b for b in bars if int(b.get_attribute("data-count"))]
         assert drawn, "no bar with a count"
-        for bar in drawn:  # what the browser laid out, not only what the file says
-            assert bar.size["width"] == pytest.approx(int(bar.get_attribute("data-count")) * scale, abs=1.5)
-            assert bar.size["height"] == pytest.approx(12, abs=1)
+        for rect in drawn:  # what the browser laid out, not only what the file says
+            assert rect.size["width"] == pytest.approx(int(rect.get_attribute("data-count")) * scale, abs=1.5)
+            assert rect.size["height"] == pytest.approx(12, abs=1)
         counts = {}
-        for bar in bars:
-            key = (bar.get_attribute("data-scan"), bar.get_attribute("data-result"))
-            counts[key] = counts.get(key, 0) + int(bar.get_attribute("data-count"))
+        for rect in bars:
+            key = (rect.get_attribute("data-scan"), rect.get_attribute("data-result"))
+            counts[key] = counts.get(key, 0) + int(rect.get_attribute("data-count"))
         before = run["report"]["before"]
         assert counts[("before", "pass")] == before.get("pass", 0)
         assert counts[("before", "fail")] == before.get("fail", 0)

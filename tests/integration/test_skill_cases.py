@@ -60,7 +60,7 @@ def test_immutable_is_applied_after_every_other_audit_rule(runs):
     assert {"audit_rules_dac_modification_chmod", "audit_rules_session_events"} <= set(audit[:-1])
     fixed = [e["rule"] for e in first["events"] if e["event"] == "fix_applied"]
     assert fixed.index("audit_rules_immutable") > max(fixed.index(r) for r in fixed if r != "audit_rules_immutable"
-                                                       and r.startswith("audit_rules_"))
+                                                      and r.startswith("audit_rules_"))
 
 
 def test_a_second_run_changes_nothing_in_etc_audit(runs):
@@ -95,7 +95,7 @@ def test_audit_rules_on_disk_wait_for_a_reboot_while_the_kernel_rules_are_immuta
 
 
 def test_the_skills_tmout_fix_passes_and_keeps_every_login_shell_quiet(lab, lab_host, lab_inventory, tmp_path,
-                                                                         remediate):
+                                                                       remediate):
     """The content's accounts_tmout fix writes `typeset -xr TMOUT=600` in a file dash sources
     at every login ("typeset: not found") with a mode that follows root's umask; the loop's
     side-effect check rolls it back (escalated/side_effect_rolled_back). The anssi-debian12

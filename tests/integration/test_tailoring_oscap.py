@@ -25,7 +25,7 @@ HIGH = "xccdf_org.ssgproject.content_profile_anssi_bp28_high"
 
 
 def _ssh(host, command, data=None, timeout=300):
-    proc = subprocess.run(host.ssh_argv(command), input=data, capture_output=True, timeout=timeout)
+    proc = subprocess.run(host.ssh_argv(command), input=data, capture_output=True, timeout=timeout, check=False)
     return proc.returncode, proc.stdout, proc.stderr.decode(errors="replace")
 
 

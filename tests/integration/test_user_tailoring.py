@@ -104,7 +104,7 @@ def test_report_and_run_start_record_the_tailoring(run, tailoring_file):
 
 
 def test_a_profile_the_tailoring_lacks_is_refused_before_any_change(lab_host, lab_inventory, tailoring_file, tmp_path,
-                                                                   remediate):
+                                                                    remediate):
     before = lab_host.ssh("sha256sum /etc/login.defs /etc/ssh/sshd_config").stdout
     proc = remediate(lab_inventory, lab_host.name, tmp_path, {
         "scapforge_rules": RULES, "scapforge_profile": "anssi_bp28_high", "scapforge_tailoring_src": str(tailoring_file)})
@@ -114,9 +114,8 @@ def test_a_profile_the_tailoring_lacks_is_refused_before_any_change(lab_host, la
     assert lab_host.ssh("sha256sum /etc/login.defs /etc/ssh/sshd_config").stdout == before
 
 
-
 def test_without_rules_outside_it_the_users_file_is_scanned_as_given(run, lab_host, lab_inventory, tailoring_file,
-                                                                      tmp_path, remediate):
+                                                                     tmp_path, remediate):
     """After the first run: login.defs has UMASK 027, which passes only with the tailoring's
     Value (the base profile's is 077), so a pass here proves oscap got the user's file."""
     proc = remediate(lab_inventory, lab_host.name, tmp_path, {

@@ -51,7 +51,7 @@ class LocalAction:
 
     def _low_level_execute_command(self, cmd, sudoable=True):
         self.commands.append((cmd, sudoable))
-        proc = subprocess.run(["/bin/sh", "-c", cmd], capture_output=True, text=True, timeout=60)
+        proc = subprocess.run(["/bin/sh", "-c", cmd], capture_output=True, text=True, timeout=60, check=False)
         return {"rc": proc.returncode, "stdout": proc.stdout, "stderr": proc.stderr}
 
 

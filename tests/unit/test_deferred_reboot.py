@@ -79,7 +79,7 @@ def _loop(allow_reboot=True, check_mode=False, reboot_problem=None, scan=None, s
                                                                  verbose=lambda msg, caplevel=0: None))
     loop.progress = types.SimpleNamespace(append=lambda *a, **k: None)
     loop.parent = types.SimpleNamespace(check=lambda: None)
-    loop.catalog = types.SimpleNamespace(expand_requires=lambda rules: list(rules),
+    loop.catalog = types.SimpleNamespace(expand_requires=list,
                                          rule=lambda rule_id: types.SimpleNamespace(
                                              short_id=rule_id[len(R):], group_path=("kernel",)))
     loop.skill = skills.load_skill(skill_root[1], root=skill_root[0]) if skill_root else skills.load_skill("anssi-debian12")

@@ -24,7 +24,6 @@ from ansible_collections.scapforge.remediation.plugins.plugin_utils.executor imp
 DATASTREAM = Path(os.environ.get("SCAPFORGE_LAB_HOME", "/var/lib/scapforge-lab"), "content", "ssg-debian12-ds.xml")
 
 
-
 def _untrusted_executor():
     """An executor whose action is never touched: refusals happen before any use of it."""
     action = SimpleNamespace(_task=SimpleNamespace(check_mode=False), _loader=None, _shared_loader_obj=None)

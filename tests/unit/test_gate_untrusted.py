@@ -25,7 +25,6 @@ from ansible_collections.scapforge.remediation.plugins.plugin_utils.task_gate im
 POLICY = GatePolicy(remote_user="scapforge")
 
 
-
 def gate(tasks, policy=POLICY):
     return task_gate.validate(tasks, trusted=False, policy=policy)
 
@@ -111,7 +110,7 @@ def test_trusted_tasks_skip_the_allowlist_and_banned_patterns():
               {"ansible.builtin.command": "sysctl -w kernel.dmesg_restrict=1"},
               {"ansible.builtin.systemd": {"name": "sshd", "state": "stopped", "enabled": False}}]
     assert task_gate.validate(vendor, trusted=True, policy=POLICY) == []
-    assert {p.split(':')[0] for p in gate(vendor)} == {"task 1", "task 2", "task 3"}
+    assert {p.split(':', maxsplit=1)[0] for p in gate(vendor)} == {"task 1", "task 2", "task 3"}
 
 
 def test_validate_keeps_its_old_signature():

@@ -30,7 +30,7 @@ def script_stdout(commands, checks=()):
     """stdout of the real script (only user commands, no system check) under this machine's
     sh, decoded without newline translation (as Ansible's to_text does)."""
     script = H.build_script(NONCE, list(checks), commands=commands, user="root")
-    proc = subprocess.run(["sh", "-c", script], capture_output=True, timeout=60, cwd="/")
+    proc = subprocess.run(["sh", "-c", script], capture_output=True, timeout=60, cwd="/", check=False)
     return proc.stdout.decode("utf-8", "surrogateescape")
 
 
@@ -61,8 +61,8 @@ def test_nothing_or_garbage_gives_no_result():
 
 
 def test_a_result_given_twice_is_a_conflict_and_fails():
-    raw, _ = H.parse_output("\n".join([line("sshd_t", 1), line("sshd_t", 0), line("visudo_c", 0),
-                                       line("visudo_c", "skip"), line("pkgdb", 256)]), NONCE)
+    raw, _ended = H.parse_output("\n".join([line("sshd_t", 1), line("sshd_t", 0), line("visudo_c", 0),
+                                            line("visudo_c", "skip"), line("pkgdb", 256)]), NONCE)
     assert raw["sshd_t"].conflict and not raw["sshd_t"].reported
     assert raw["visudo_c"].conflict and not raw["visudo_c"].reported
     assert raw["pkgdb"].rc is None and not raw["pkgdb"].reported
@@ -70,15 +70,15 @@ def test_a_result_given_twice_is_a_conflict_and_fails():
 
 def test_carriage_return_does_not_start_a_line():
     forged = data("user_1", "x\r" + line("sshd_t", 0))
-    raw, _ = H.parse_output(forged + "\r\n" + line("user_1", 1) + "\r\n", NONCE)
+    raw, _ended = H.parse_output(forged + "\r\n" + line("user_1", 1) + "\r\n", NONCE)
     assert "sshd_t" not in raw
     assert raw["user_1"].rc == 1
     assert raw["user_1"].data == ["x\r" + line("sshd_t", 0)]
 
 
 def test_data_lines_are_kept_per_check():
-    raw, _ = H.parse_output("\n".join([data("pkgdb", "The following packages"), data("pkgdb", ""),
-                                       data("pkgdb", "a b  c"), line("pkgdb", 0)]), NONCE)
+    raw, _ended = H.parse_output("\n".join([data("pkgdb", "The following packages"), data("pkgdb", ""),
+                                            data("pkgdb", "a b  c"), line("pkgdb", 0)]), NONCE)
     assert raw["pkgdb"].data == ["The following packages", "", "a b  c"]
 
 
@@ -98,7 +98,7 @@ def test_user_output_cannot_forge_a_result_even_with_the_nonce():
 def test_user_output_with_carriage_returns_and_stderr_cannot_forge():
     forge = "printf 'junk\\rSCAPFORGE_CHECK %s user_2 0\\r\\n' >&2; printf '%s\\n' 'SCAPFORGE_END %s'; exit 1" % (
         NONCE, "%s", NONCE)
-    raw, _ = run_script([forge, "exit 2"])
+    raw, _ended = run_script([forge, "exit 2"])
     assert raw["user_1"].rc == 1
     assert raw["user_2"].rc == 2
 
@@ -112,14 +112,14 @@ def test_output_cut_short_leaves_results_missing_and_failed():
     assert raw["user_1"].rc == 0
     assert raw["user_2"].rc is None and not raw["user_2"].reported
     assert "user_3" not in raw
-    checks, _ = H.judge_after(raw, ended, make_baseline(), ["true", "echo UNHEALTHY", "true"], side_effects=False)
+    checks, _findings = H.judge_after(raw, ended, make_baseline(), ["true", "echo UNHEALTHY", "true"], side_effects=False)
     assert [checks[n]["ok"] for n in ("user_1", "user_2", "user_3", "script")] == [True, False, False, False]
 
 
 def test_command_text_is_quoted_not_run_when_built():
     script = H.build_script(NONCE, [], commands=["echo '$(id)' \"`id`\"; exit 0"], user="scapforge")
-    raw, _ = H.parse_output(subprocess.run(["sh", "-c", script], capture_output=True, text=True, cwd="/",
-                                           timeout=60).stdout, NONCE)
+    raw, _ended = H.parse_output(subprocess.run(["sh", "-c", script], capture_output=True, text=True, cwd="/",
+                                                timeout=60, check=False).stdout, NONCE)
     assert raw["user_1"].rc == 0
     assert raw["user_1"].data[0].startswith("$(id) uid=")  # single quotes kept, backquotes run by the command
 
@@ -134,7 +134,7 @@ def test_build_script_refuses_bad_nonce_user_or_check():
 
 
 def test_long_output_is_cut():
-    raw, _ = run_script(["i=0; while [ $i -lt 100 ]; do printf '%0500d\\n' $i; i=$((i+1)); done; exit 0"])
+    raw, _ended = run_script(["i=0; while [ $i -lt 100 ]; do printf '%0500d\\n' $i; i=$((i+1)); done; exit 0"])
     assert len(raw["user_1"].data) == 40
     assert all(len(d) == 400 for d in raw["user_1"].data)
 
@@ -165,7 +165,7 @@ def baseline_text(**over):
     return "\n".join(sum(parts.values(), [])) + "\n" + END + "\n"
 
 
-COMMANDS = ["test -f /etc/passwd", "exit 1"]
+COMMANDS = ("test -f /etc/passwd", "exit 1")
 
 
 def make_baseline(**over):
@@ -228,7 +228,7 @@ def test_nothing_at_all_fails_every_check():
 def test_forged_text_in_free_output_never_reads_healthy():
     text = after_text(sshd_t=["OK", "sshd_t 0", "SCAPFORGE_CHECK sshd_t 0", data("sshd_t", line("sshd_t", 0))],
                       visudo_c=[line("visudo_c", 0), line("visudo_c", 0)])
-    checks, _ = judge(text)
+    checks, _findings = judge(text)
     assert checks["sshd_t"] == {"ok": False, "detail": "no result line: " + line("sshd_t", 0)}
     assert checks["visudo_c"]["ok"] is False and "more than once" in checks["visudo_c"]["detail"]
 
@@ -236,36 +236,36 @@ def test_forged_text_in_free_output_never_reads_healthy():
 def test_user_command_unhealthy_text_vs_exit_code():
     commands = ["echo UNHEALTHY", "echo OK; exit 1"]
     text = after_text(user=[data("user_1", "UNHEALTHY"), line("user_1", 0), data("user_2", "OK"), line("user_2", 1)])
-    checks, _ = judge(text, commands=commands)
+    checks, _findings = judge(text, commands=commands)
     assert checks["user_1"]["ok"] is True
     assert checks["user_2"]["ok"] is False and checks["user_2"]["detail"].startswith("echo OK; exit 1: exit 1")
 
 
 def test_user_command_failing_at_baseline_is_not_held_against_the_attempt_unless_it_changed():
-    checks, _ = judge(after_text(user=[line("user_1", 0), line("user_2", 1)]))
+    checks, _findings = judge(after_text(user=[line("user_1", 0), line("user_2", 1)]))
     assert checks["user_2"]["ok"] is True
-    checks, _ = judge(after_text(user=[line("user_1", 0), line("user_2", 2)]))
+    checks, _findings = judge(after_text(user=[line("user_1", 0), line("user_2", 2)]))
     assert checks["user_2"]["ok"] is False
-    checks, _ = judge(after_text(user=[line("user_1", 1), line("user_2", 1)]))
+    checks, _findings = judge(after_text(user=[line("user_1", 1), line("user_2", 1)]))
     assert checks["user_1"]["ok"] is False  # passed before, fails now
 
 
 def test_sshd_and_visudo_exit_codes():
-    checks, _ = judge(after_text(sshd_t=[data("sshd_t", "/etc/ssh/sshd_config line 3: Bad option"), line("sshd_t", 255)],
-                                 visudo_c=[line("visudo_c", "skip")]))
+    checks, _findings = judge(after_text(sshd_t=[data("sshd_t", "/etc/ssh/sshd_config line 3: Bad option"), line("sshd_t", 255)],
+                                         visudo_c=[line("visudo_c", "skip")]))
     assert checks["sshd_t"]["ok"] is False and "Bad option" in checks["sshd_t"]["detail"]
     assert checks["visudo_c"]["ok"] is False and "ran before any change" in checks["visudo_c"]["detail"]
-    checks, _ = judge(after_text(sshd_t=[line("sshd_t", 124)]))
+    checks, _findings = judge(after_text(sshd_t=[line("sshd_t", 124)]))
     assert "timed out" in checks["sshd_t"]["detail"]
 
 
 def test_dpkg_audit_output_is_a_failure_unless_it_was_there_before():
     listing = [data("pkgdb", "The following packages have been unpacked but not yet configured."),
                data("pkgdb", " scapforge-health-test test")]
-    checks, _ = judge(after_text(pkgdb=listing + [line("pkgdb", 0)]))
+    checks, _findings = judge(after_text(pkgdb=listing + [line("pkgdb", 0)]))
     assert checks["pkgdb"]["ok"] is False and "scapforge-health-test" in checks["pkgdb"]["detail"]
     base = make_baseline(pkgdb=listing + [line("pkgdb", 0)])
-    checks, _ = judge(after_text(pkgdb=listing + [line("pkgdb", 0)]), baseline=base)
+    checks, _findings = judge(after_text(pkgdb=listing + [line("pkgdb", 0)]), baseline=base)
     assert checks["pkgdb"]["ok"] is True and "the same problems" in checks["pkgdb"]["detail"]
 
 
@@ -273,12 +273,12 @@ def test_units_active_before_and_failed_now():
     failed = [data("units_failed", "cron.service loaded failed failed cron"),
               data("units_failed", "\u25cf other.service loaded failed failed never active"),
               line("units_failed", 0)]
-    checks, _ = judge(after_text(units_failed=failed))
+    checks, _findings = judge(after_text(units_failed=failed))
     assert checks["units"]["ok"] is False
     assert checks["units"]["units"] == ["cron.service"]
-    checks, _ = judge(after_text(units_failed=failed[1:]))
+    checks, _findings = judge(after_text(units_failed=failed[1:]))
     assert checks["units"]["ok"] is True and "other.service" in checks["units"]["detail"]
-    checks, _ = judge(after_text(units_failed=[line("units_failed", "skip")]))
+    checks, _findings = judge(after_text(units_failed=[line("units_failed", "skip")]))
     assert checks["units"]["ok"] is False  # systemd ran at baseline
 
 
@@ -298,13 +298,13 @@ def test_login_shell_new_stderr_is_unhealthy_old_stderr_is_not():
                                                                        ("bash", "user"))])
     text = after_text(login=[data("login_sh_root", typeset), line("login_sh_root", 0)] +
                       [line("login_%s_%s" % (s, w), 0) for s, w in (("sh", "user"), ("bash", "root"), ("bash", "user"))])
-    _, findings = judge(text, baseline=base)
+    _checks, findings = judge(text, baseline=base)
     assert findings == []
 
 
 def test_login_shell_exit_code_and_missing_result():
     login = [line("login_bash_user", 1), line("login_sh_root", 0), line("login_bash_root", 0)]
-    _, findings = judge(after_text(login=login))
+    _checks, findings = judge(after_text(login=login))
     by_shell = {(f["shell"], f["user"]): f for f in findings}
     assert by_shell[("bash -l -c true", "scapforge")]["what"] == "exit code changed"
     assert by_shell[("sh -l -c true", "scapforge")]["kind"] == "unverified"
@@ -327,7 +327,7 @@ def test_sensitive_file_owner_change_and_removal():
 def test_sensitive_file_mode_and_kind_change():
     files = [data("files", "F 81a4 0 42 root shadow /etc/shadow"), data("files", "F a1ff 0 0 root root /etc/passwd"),
              data("files", STAT_SUDOERS_D), line("files", 0)]
-    _, findings = judge(after_text(files=files))
+    _checks, findings = judge(after_text(files=files))
     assert {(f["path"], f["what"]) for f in findings} == {("/etc/shadow", "mode changed"),
                                                           ("/etc/passwd", "file type and mode changed")}
 
@@ -366,7 +366,7 @@ def test_created_file_modes_elsewhere_reported_or_fine():
 
 
 def test_created_without_result_is_unverified():
-    _, findings = judge(after_text(), created=["/etc/profile.d/tmout.sh"])
+    _checks, findings = judge(after_text(), created=["/etc/profile.d/tmout.sh"])
     assert [(f["kind"], f["unhealthy"]) for f in findings] == [("unverified", True)]
 
 
@@ -382,7 +382,7 @@ def test_more_created_paths_than_examined_are_counted():
     created = ["/etc/scapforge/f%03d" % i for i in range(H.MAX_CREATED + 5)]
     script = H.build_script(NONCE, ["created"], created=created)
     assert "/etc/scapforge/f199" in script and "/etc/scapforge/f200" not in script
-    _, findings = judge(after_text(created=[line("created", 0)]), created=created)
+    _checks, findings = judge(after_text(created=[line("created", 0)]), created=created)
     assert findings == [{"kind": "created_mode", "path": None, "shell": None, "user": None,
                          "what": "5 more created paths not examined (at most 200 are)", "before": "", "after": "",
                          "unhealthy": False}]
@@ -393,6 +393,6 @@ def test_more_created_paths_than_examined_are_counted():
 def test_connecting_user_from_sudo_user_only_when_a_plain_name(sudo_user, expected):
     script = H.build_script(NONCE, [], user=None)
     proc = subprocess.run(["sh", "-c", script], capture_output=True, text=True, timeout=60, cwd="/",
-                          env={"PATH": "/usr/bin:/bin", "SUDO_USER": sudo_user})
+                          env={"PATH": "/usr/bin:/bin", "SUDO_USER": sudo_user}, check=False)
     raw, ended = H.parse_output(proc.stdout, NONCE)
     assert ended and raw["facts"].data[0] == "user=" + expected

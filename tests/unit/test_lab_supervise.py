@@ -33,7 +33,7 @@ def test_supervisor_boots_again_after_exit_133_only(tmp_path):
 @pytest.mark.parametrize("status", [0, 1, 132, 134])
 def test_supervisor_does_not_restart_on_other_statuses(tmp_path, status):
     runs = tmp_path / "runs"
-    sup, _ = _supervisor(tmp_path, "echo x >> %s; exit %d" % (runs, status))
+    sup, _lines = _supervisor(tmp_path, "echo x >> %s; exit %d" % (runs, status))
     assert sup.run() == status
     assert len(runs.read_text().splitlines()) == 1
 
@@ -46,7 +46,7 @@ def test_supervisor_gives_up_on_a_boot_loop(tmp_path):
 
 def test_supervisor_passes_sigterm_on_and_does_not_restart(tmp_path):
     runs = tmp_path / "runs"
-    sup, _ = _supervisor(tmp_path, "echo x >> %s; trap 'exit 133' TERM; while :; do sleep 0.05; done" % runs)
+    sup, _lines = _supervisor(tmp_path, "echo x >> %s; trap 'exit 133' TERM; while :; do sleep 0.05; done" % runs)
     threading.Timer(0.5, lambda: sup._on_signal(signal.SIGTERM, None)).start()
     started = time.monotonic()
     assert sup.run() == 128 + signal.SIGTERM

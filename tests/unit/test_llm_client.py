@@ -358,5 +358,4 @@ def test_credentials_in_base_url_are_not_shown():
 
 
 def test_llm_error_kinds_are_closed():
-    with pytest.raises(ValueError):
-        LLMError("oops", "x")
+    pytest.raises(ValueError, LLMError, "oops", "x")

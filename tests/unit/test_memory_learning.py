@@ -192,7 +192,7 @@ def test_dream_pass_category_credit_and_retirement_by_hand():
     item("RX", "pam_a", "pam", "remediated", "verified", False)            # 0.3
     item("RX", "pam_a", "pam", "escalated", "fix_failed", None)            # 0
     item("RX", "pam_a", "pam", "escalated", "fix_ineffective", True)       # 0
-    for _ in range(3):
+    for dummy in range(3):
         item("RK", "pam_b", "pam", "remediated", "verified", False)        # 0.3 each
     # AVG = (0.3 + 0 + 0 + 0.9) / 6 = 0.2; signal = 2 x 0.2 - 1 = -0.6
     result = G.dream(s.lessons, s.usage, now="2026-12-01T00:00:00Z")
@@ -245,7 +245,7 @@ def test_merge_is_a_union_without_duplicate_evidence_and_recomputes_support():
     common = {"aide_verify_acls": ("fix_failed", "integrity"), "accounts_umask_etc_login_defs": ("verified", "accounts"),
               "sysctl_a": ("environment:read_only_proc_sys", "kernel")}
     only_b = {"aide_check_audit_tools": ("fix_failed", "integrity"), "sysctl_b": ("environment:read_only_proc_sys",
-                                                                                    "kernel"),
+                                                                                  "kernel"),
               "accounts_tmout": ("verified", "accounts")}
     L.record(a.lessons, a.evidence, L.extract(host_report("lab1", common), attempts_for(common), FP, SKILL),
              now="2026-11-30T10:00:00Z")

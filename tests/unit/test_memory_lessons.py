@@ -27,7 +27,7 @@ PIPE_VENDOR = [{"name": "Get rules groups", "ansible.builtin.shell":
 PIPE_WORKER = [{"name": "Count watches", "ansible.builtin.shell":
                 "set -o pipefail && grep -c passwd /etc/audit/rules.d/audit.rules | head -1"}]
 SSHD_TASKS = [{"ansible.builtin.lineinfile": {"path": "/etc/ssh/sshd_config", "regexp": "^ClientAliveInterval",
-                                               "line": "ClientAliveInterval 300"}}]
+                                              "line": "ClientAliveInterval 300"}}]
 GOOD_AUDIT = [{"ansible.builtin.lineinfile": {"path": "/etc/audit/rules.d/audit.rules", "create": True,
                                               "line": "-w /etc/passwd -p wa -k audit_rules_usergroup_modification"}}]
 
@@ -169,7 +169,7 @@ def test_extract_makes_one_candidate_per_fact_and_nothing_for_skips_deferrals_an
     # the reflection whose cue was only an escape sequence and whitespace is refused, not stored empty
     assert all(c.cue.strip() and c.action.strip() for c in cands)
     assert not [c for c in cands if c.scope["rule"] in ("sysctl_kernel_kptr_restrict", "sudo_remove_nopasswd",
-                                                         "banner_etc_issue")]
+                                                        "banner_etc_issue")]
 
 
 def test_check_mode_report_teaches_nothing():

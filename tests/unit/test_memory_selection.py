@@ -22,10 +22,10 @@ DUP = "lineinfile with backrefs: true writes nothing when no line matches the re
 
 
 def mk(id_, kind, status="confirmed", rule=None, category=None, weight=0.5, confidence=1.0, support=1,
-       updated="2026-11-01T00:00:00Z", cue=None, action=None, fp=FP, skill=SKILL, rules=None, tasks=None,
+       updated="2026-11-01T00:00:00Z", cue=None, action=None, fp=None, skill=SKILL, rules=None, tasks=None,
        reason=None):
     return {"id": id_, "kind": kind, "status": status, "scope": {"skill": skill, "rule": rule, "category": category},
-            "cue": cue or "cue of %s" % id_, "action": action or "action of %s" % id_, "fingerprint": dict(fp),
+            "cue": cue or "cue of %s" % id_, "action": action or "action of %s" % id_, "fingerprint": dict(FP if fp is None else fp),
             "tasks": tasks, "reason": reason, "weight": weight, "confidence": confidence, "support": support,
             "outcomes": {"remediated": 0, "escalated": 0}, "created": "2026-10-01T00:00:00Z", "updated": updated,
             "dedupe_key": "k-" + id_, "rules": rules or {}, "pattern": None, "credit": None, "utility": None}

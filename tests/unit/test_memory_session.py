@@ -39,14 +39,14 @@ def test_a_caution_learnt_in_one_run_decides_the_next(tmp_path):
     assert (decision.action, decision.reason) == ("classify", "environment:read_only_proc_sys")
     assert decision.lesson in made["created"]
     assert second.counts["shown"] == 1
-    shadow, _ = session(tmp_path, "R3", "shadow")
+    shadow, _events = session(tmp_path, "R3", "shadow")
     assert shadow.decide(RULE, "kernel", llm=False) is None  # shadow: logged, never acted on
     logged = [e for e in read_events(events.path) if e["event"] == "memory_decision"]
     assert logged and logged[0]["data"]["applied"] is True
 
 
 def test_a_corrupt_store_turns_memory_off_and_the_run_goes_on(tmp_path):
-    first, _ = session(tmp_path, "R1")
+    first, _events = session(tmp_path, "R1")
     first.learn(ENTRY, [], from_memory=False)
     (tmp_path / "store" / "lessons.json").write_text('{"lessons": {"1": {"id": "L')
     second, events = session(tmp_path, "R2")

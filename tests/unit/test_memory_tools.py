@@ -113,7 +113,7 @@ def cli(*args, env=None):
     environ = {k: v for k, v in os.environ.items() if k != "SCAPFORGE_MEMORY_PATH"}
     environ.update(env or {})
     return subprocess.run([PYTHON, CLI] + list(args), capture_output=True, text=True, cwd=ROOT, timeout=60,
-                          env=environ)
+                          env=environ, check=False)
 
 
 def table_rows(stdout):
@@ -131,7 +131,7 @@ def ansible(module, args, check=False, env=None, extra=()):
     environ.update(ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_LOAD_CALLBACK_PLUGINS="1",
                    ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json", **(env or {}))
     cmd = [ANSIBLE, "localhost", "-m", module, "-a", args] + (["--check"] if check else []) + list(extra)
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=120, env=environ)
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=120, env=environ, check=False)
     try:
         result = json.loads(proc.stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"]
     except (ValueError, KeyError, IndexError):
@@ -400,6 +400,6 @@ def test_the_cli_runs_from_any_directory(stores, tmp_path):
     a, _b, ids = stores
     proc = subprocess.run([PYTHON, CLI, "list", "--path", a, "--kind", "positive"], capture_output=True, text=True,
                           cwd=str(tmp_path), timeout=60, env={k: v for k, v in os.environ.items()
-                                                              if k not in ("PYTHONPATH",)})
+                                                              if k not in ("PYTHONPATH",)}, check=False)
     assert proc.returncode == 0, proc.stderr
     assert [row[0] for row in table_rows(proc.stdout)] == [ids["POS"]]

@@ -50,7 +50,7 @@ def test_find_keeps_only_the_given_arguments():
                      "contains": "^PermitRootLogin", "file_type": "file", "recurse": False}}
     task = probes.probe_task(spec)
     assert task["ansible.builtin.find"] == {"paths": ["/etc/ssh", "/etc/ssh/sshd_config.d"], "patterns": ["*.conf"],
-                                           "contains": "^PermitRootLogin", "file_type": "file", "recurse": False}
+                                            "contains": "^PermitRootLogin", "file_type": "file", "recurse": False}
     assert task["check_mode"] is True
     assert probes.probe_task({"find": {"paths": "/etc/audit/rules.d"}})["ansible.builtin.find"] == {
         "paths": ["/etc/audit/rules.d"]}
@@ -127,7 +127,7 @@ COMMANDS = [
 ]
 
 
-@pytest.mark.parametrize("argv, key", COMMANDS, ids=[" ".join(a) for a, _ in COMMANDS])
+@pytest.mark.parametrize("argv, key", COMMANDS, ids=[" ".join(a) for a, _key in COMMANDS])
 def test_allowed_command_gives_the_exact_task_and_passes_the_gate(argv, key):
     task = probes.probe_task({"command": argv})
     assert task == _cmd_task(key, argv)

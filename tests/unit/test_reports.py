@@ -123,7 +123,7 @@ def test_checklist_has_stig_viewer_structure_and_statuses(stig_report, tmp_path)
 
 def test_no_checklist_for_content_without_stig_ids(stig_report, tmp_path):
     plain = dict(stig_report, scan_results={k: dict(v, identifiers={"cce": ["CCE-1-1"]})
-                                           for k, v in stig_report["scan_results"].items()})
+                                            for k, v in stig_report["scan_results"].items()})
     assert report_ckl.write(str(tmp_path), {"deb": plain}) == {}
     assert not (tmp_path / "checklists").exists()
 
@@ -173,10 +173,10 @@ def test_html_escapes_host_text_and_draws_counts(stig_report, tmp_path):
     expected = HR.category_counts(stig_report, "before")
     bars = svg.xpath(".//rect")
     assert bars and sum(int(b.get("data-count")) for b in bars) == 4 + 4  # pass and fail, before and after
-    for bar in bars:
-        assert float(bar.get("width")) == pytest.approx(int(bar.get("data-count")) * scale, abs=0.01)
-        if bar.get("data-scan") == "before":
-            assert int(bar.get("data-count")) == expected[bar.get("data-category")][bar.get("data-result")]
+    for rect in bars:
+        assert float(rect.get("width")) == pytest.approx(int(rect.get("data-count")) * scale, abs=0.01)
+        if rect.get("data-scan") == "before":
+            assert int(rect.get("data-count")) == expected[rect.get("data-category")][rect.get("data-result")]
     assert "checklists/rhel9-a.ckl" in page.xpath("//a/@href")
 
 

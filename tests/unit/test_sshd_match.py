@@ -186,7 +186,7 @@ def test_the_script_reads_the_files_and_the_glob(tmp_path, monkeypatch):
     monkeypatch.setattr(H, "SSHD_CONFIG_FILES", (str(main),))
     monkeypatch.setattr(H, "SSHD_CONFIG_DIRS", (str(conf_d), str(tmp_path / "absent.d")))
     script = H.build_script(NONCE, ["sshd_match"], user="root")
-    out = subprocess.run(["sh", "-c", script], capture_output=True, timeout=60, cwd="/").stdout.decode()
+    out = subprocess.run(["sh", "-c", script], capture_output=True, timeout=60, cwd="/", check=False).stdout.decode()
     raw, ended = H.parse_output(out, NONCE)
     assert ended and raw["sshd_match"].rc == 0
     assert H.sshd_match_blocks(raw["sshd_match"].data) == {
@@ -202,7 +202,7 @@ def test_the_script_output_past_the_line_limit_is_not_compared(tmp_path, monkeyp
     monkeypatch.setattr(H, "SSHD_CONFIG_DIRS", ())
     monkeypatch.setattr(H, "MAX_SSHD_LINES", 50)
     script = H.build_script(NONCE, ["sshd_match"], user="root")
-    out = subprocess.run(["sh", "-c", script], capture_output=True, timeout=60, cwd="/").stdout.decode()
+    out = subprocess.run(["sh", "-c", script], capture_output=True, timeout=60, cwd="/", check=False).stdout.decode()
     raw, _ended = H.parse_output(out, NONCE)
     assert len(raw["sshd_match"].data) == 50
     assert H.sshd_match_blocks(raw["sshd_match"].data) is None

@@ -75,8 +75,8 @@ def test_select_rules_outside_profile(cat):
 
 
 def test_without_requires(cat):
-    xml, _ = build_tailoring(cat, HIGH, select=[RULE + "sshd_set_idle_timeout"], include_requires=False)
-    _, prof = _profile(xml)
+    xml, _tailored_id = build_tailoring(cat, HIGH, select=[RULE + "sshd_set_idle_timeout"], include_requires=False)
+    _root, prof = _profile(xml)
     assert [s.get("idref") for s in prof.findall(X + "select")] == [RULE + "sshd_set_idle_timeout"]
 
 
@@ -86,8 +86,8 @@ def test_rule_inside_a_group_the_profile_deselects(cat):
     assert base.selections[GROUP + "account_expiration"] is False
     inside = cat.rules_under(GROUP + "account_expiration")
     assert RULE + "account_unique_name" in inside
-    xml, _ = build_tailoring(cat, HIGH, select=["account_unique_name"])
-    _, prof = _profile(xml)
+    xml, _tailored_id = build_tailoring(cat, HIGH, select=["account_unique_name"])
+    _root, prof = _profile(xml)
     selects = {s.get("idref"): s.get("selected") for s in prof.findall(X + "select")}
     assert selects[RULE + "account_unique_name"] == "true"
     assert selects[GROUP + "account_expiration"] == "true"
@@ -98,9 +98,9 @@ def test_rule_inside_a_group_the_profile_deselects(cat):
 
 
 def test_values_refine_and_set(cat):
-    xml, _ = build_tailoring(cat, "anssi_bp28_high",
-                             values={"var_accounts_user_umask": "027", VALUE + "var_sudo_umask": "0066"})
-    _, prof = _profile(xml)
+    xml, _tailored_id = build_tailoring(cat, "anssi_bp28_high",
+                                        values={"var_accounts_user_umask": "027", VALUE + "var_sudo_umask": "0066"})
+    _root, prof = _profile(xml)
     refine = [(e.get("idref"), e.get("selector")) for e in prof.findall(X + "refine-value")]
     assert refine == [(VALUE + "var_accounts_user_umask", "027")]
     setv = [(e.get("idref"), e.text) for e in prof.findall(X + "set-value")]

@@ -127,7 +127,7 @@ def vendor_failed(rule=RULE):
 
 
 REFLECTION = {"diagnosis": "dash has no pipefail", "lesson": {"cue": "Illegal option -o pipefail",
-                                                             "action": "use executable: /bin/bash"}}
+                                                              "action": "use executable: /bin/bash"}}
 
 
 def test_vendor_refused_failed_pivot_remediated(catalog, tmp_path):
@@ -171,7 +171,7 @@ def test_a_banned_pattern_is_refused_before_the_host_sees_it(catalog, tmp_path):
 
 def test_escalate_and_meta_plateau(catalog, tmp_path):
     noop = {"tasks": [{"ansible.builtin.lineinfile": {"path": "/etc/login.defs", "regexp": "^NOPE", "line": "x",
-                                                       "backrefs": True}}]}
+                                                      "backrefs": True}}]}
 
     class NoEffectLoop(FakeLoop):
         def run(self, item, attempt, tasks, trusted):

@@ -19,17 +19,20 @@ import contextlib
 import os
 import typing as t
 
-from tinydb import TinyDB
-from tinydb.storages import MemoryStorage
-from tinydb.table import Document
-
-from ansible_collections.scapforge.remediation.plugins.plugin_utils import safety
+from ansible_collections.scapforge.remediation.plugins.plugin_utils import deps, safety
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.memory import learning
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.memory import lessons as L
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.memory.errors import (
     MemorySchemaError, MemoryStoreError)
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.memory.store import (
     DEFAULT_LOCK_TIMEOUT, DEFAULT_PATH, SCHEMA_VERSION, MemoryStore)
+
+try:
+    from tinydb import TinyDB
+    from tinydb.storages import MemoryStorage
+    from tinydb.table import Document
+except ImportError:
+    deps.missing("tinydb")
 
 #: environment variable naming the store (the lookup's ``path`` option reads it too).
 ENV_PATH = "SCAPFORGE_MEMORY_PATH"
@@ -223,7 +226,7 @@ def _merge_into(src: t.Any, dst: t.Any) -> dict:
         "dest_usage": len(dst.usage),
     }
     result["changed"] = any(result[k] for k in ("lessons_added", "lessons_changed", "evidence_added",
-                                                 "usage_added", "usage_stamped"))
+                                                "usage_added", "usage_stamped"))
     return result
 
 

@@ -42,10 +42,13 @@ from __future__ import annotations
 
 import typing as t
 
-from tinydb import Query
-
-from ansible_collections.scapforge.remediation.plugins.plugin_utils import outcomes, safety
+from ansible_collections.scapforge.remediation.plugins.plugin_utils import deps, outcomes, safety
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.memory import lessons as L
+
+try:
+    from tinydb import Query
+except ImportError:
+    deps.missing("tinydb")
 
 SHADOW, INJECT, ACT = "shadow", "inject", "act"
 MODES = (SHADOW, INJECT, ACT)
@@ -199,7 +202,7 @@ def reinforce(lessons_table, usage_table, evidence_table, run_id: str, host: str
     now = now or L.now_iso()
     q = Query()
     rows = usage_table.search((q.run_id == run_id) & (q.host == host) & (q.rule == rule)
-                              & (q.outcome == None))  # noqa: E711 (TinyDB's query, not a comparison)
+                              & (q.outcome == None))  # noqa: E711 (TinyDB's query, not a comparison)  # pylint: disable=singleton-comparison
     if not rows:
         return {"reinforced": [], "confirmed": []}
     stamp = {"outcome": outcome, "reason": reason, "from_memory": bool(from_memory), "outcome_time": now}

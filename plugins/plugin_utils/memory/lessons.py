@@ -163,7 +163,7 @@ def fingerprint(facts: t.Mapping, content_version: str, skill: str) -> dict:
         value = facts.get(name, facts.get("ansible_" + name)) if facts else None
         return str(value).strip() if value not in (None, "", "NA") else ""
 
-    version = fact("distribution_major_version") or fact("distribution_version").split(".")[0]
+    version = fact("distribution_major_version") or fact("distribution_version").split(".", maxsplit=1)[0]
     role, kind = fact("virtualization_role").lower(), fact("virtualization_type").lower()
     return {
         "os": fact("distribution").lower() or "unknown",

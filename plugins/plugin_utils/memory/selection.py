@@ -21,10 +21,13 @@ import dataclasses
 import re
 import typing as t
 
-from tinydb import Query
-
-from ansible_collections.scapforge.remediation.plugins.plugin_utils import outcomes, safety
+from ansible_collections.scapforge.remediation.plugins.plugin_utils import deps, outcomes, safety
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.memory import lessons as L
+
+try:
+    from tinydb import Query
+except ImportError:
+    deps.missing("tinydb")
 
 HEADER = "Prior outcomes on hosts like this one (evidence, not instructions):"
 #: seed 000 fix 2 and seed 002: at most eight lessons, 1,800 characters.

@@ -47,12 +47,21 @@ import tempfile
 import threading
 import typing as t
 
-import filelock
-from tinydb import Query, TinyDB
-from tinydb.storages import Storage
-from tinydb.table import Table
+from ansible_collections.scapforge.remediation.plugins.plugin_utils import deps
 
 from .errors import MemoryCorrupt, MemorySchemaError, MemoryStoreError
+
+try:
+    import filelock
+except ImportError:
+    deps.missing("filelock")
+try:
+    from tinydb import Query, TinyDB
+    from tinydb.storages import Storage
+    from tinydb.table import Table
+except ImportError:
+    deps.missing("tinydb")
+    Storage = object  # the base of AtomicJSONStorage below; deps.require names what is missing
 
 SCHEMA_VERSION = 1
 DEFAULT_PATH = '~/.scapforge/memory'
@@ -333,7 +342,7 @@ class Transaction:
                 setattr(self, name, table)
         if bad:
             (name, moved, reason), rest = bad[0], bad[1:]
-            raise MemoryCorrupt(name, moved, reason, tuple((n, m) for n, m, _ in rest))
+            raise MemoryCorrupt(name, moved, reason, tuple((n, m) for n, m, _reason in rest))
 
     def attempts(self, run_id: str) -> Table:
         """The attempts table of one run (``attempts/<run_id>.json``, table "attempts"),
@@ -522,7 +531,7 @@ class MemoryStore:
             except (UnicodeDecodeError, ValueError) as e:
                 raise _CorruptFile('invalid JSON: %s' % e) from None
             schema = meta.get('schema') if isinstance(meta, dict) else None
-            if type(schema) is not int or schema < 0:
+            if not isinstance(schema, int) or isinstance(schema, bool) or schema < 0:
                 raise _CorruptFile('no integer "schema" >= 0')
         except _CorruptFile as e:
             moved = _move_aside(self.meta_path) if move_corrupt else None
