@@ -103,9 +103,9 @@ def main(argv=None):
     print("| hosts | wall s | rules worked | fixes applied | host-rules/min | controller CPU s | CPU s per fix |")
     print("|---|---|---|---|---|---|---|")
     for count, run in sorted(result["runs"].items()):
-        print("| %s | %.0f | %d | %d | %.1f | %.1f | %.2f |" % (count, run["wall_s"], run["rules_worked"],
-                                                             run["fixes_applied"], run["host_rules_per_min"],
-                                                             run["controller_cpu_s"], run["cpu_per_fix_s"]))
+        print("| %s | %.0f | %d | %d | %.1f | %.1f | %.2f |" % (
+            count, run["wall_s"], run["rules_worked"], run["fixes_applied"], run["host_rules_per_min"],
+            run["controller_cpu_s"], run["cpu_per_fix_s"]))
     os.makedirs(os.path.join(ROOT, "bench", "results"), exist_ok=True)
     with open(os.path.join(ROOT, "bench", "results", "fleet.json"), "w") as handle:
         json.dump(result, handle, indent=1)

@@ -92,8 +92,8 @@ def main(argv=None):
     for host in sorted(phases):
         table, info = phases[host], extra[host]
         total = sum(table.values()) or 1.0
-        print("%s: %s s, %d fixes applied, package facts %s" % (host, info.get("wall_s", "?"), info["fixes"],
-                                                              info.get("package_facts")))
+        print("%s: %s s, %d fixes applied, package facts %s" % (
+            host, info.get("wall_s", "?"), info["fixes"], info.get("package_facts")))
         print("| phase | seconds | share |\n|---|---|---|")
         for name in ORDER + sorted(set(table) - set(ORDER)):
             if table.get(name):

@@ -396,9 +396,9 @@ class TaskListExecutor:
         msg = _result_message(result) if (failed or skipped) else str(result.get('msg') or '')
         if self._keep_results:
             report.results.append(strip_internal_keys(copy.deepcopy(result)))
-        report.task_results.append(dict(name=str(name), module=fqcn, changed=bool(result.get('changed')),
-                                         failed=failed, skipped=skipped, ignored=ignored, check_mode=check_mode,
-                                         msg=_trim(msg), seconds=round(seconds, 3)))
+        report.task_results.append(dict(
+            name=str(name), module=fqcn, changed=bool(result.get('changed')), failed=failed, skipped=skipped,
+            ignored=ignored, check_mode=check_mode, msg=_trim(msg), seconds=round(seconds, 3)))
         if self._diff and result.get('changed') and not check_mode:
             found = [result.get('diff')] + [r.get('diff') for r in result.get('results') or []
                                             if isinstance(r, dict) and r.get('changed')]

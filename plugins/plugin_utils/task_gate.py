@@ -564,5 +564,3 @@ def expression_problems(fqcn: str, args: dict) -> list[str]:
             if reason:
                 out.append(f'{key}: {reason}')
     return out
-
-

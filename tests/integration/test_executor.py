@@ -398,8 +398,8 @@ def test_variables_set_by_a_fix_stay_in_its_run(tmp_path):
         {"name": "fact", "set_fact": {"scapforge_leak": "fact"}},
         {"name": "reg", "command": "true", "register": "scapforge_leak_reg"},
         {"name": "facts", "setup": {"gather_subset": ["!all", "!min", "date_time"]}},
-        {"name": "seen inside", "assert": {"that": ["scapforge_leak == 'fact'", "scapforge_leak_reg.rc == 0",
-                                                      "ansible_facts.date_time is defined"]}},
+        {"name": "seen inside", "assert": {"that": [
+            "scapforge_leak == 'fact'", "scapforge_leak_reg.rc == 0", "ansible_facts.date_time is defined"]}},
     ]
     after = {"name": "after the fix", "assert": {"that": [
         "scapforge_leak is undefined", "scapforge_leak_reg is undefined", "ansible_facts.date_time is undefined"]}}

@@ -56,8 +56,8 @@ def test_serial_waves_write_one_run(lab, two_hosts, tmp_path, remediate):
     first_end = max(_time(e) for e in events if e["host"] == names[0] and e["event"] == "run_end")
     second_start = min(_time(e) for e in events if e["host"] == names[1] and e["event"] == "run_start")
     assert second_start > first_end, (first_end, second_start)
-    assert "PLAY [Bring hosts into compliance" in proc.stdout and proc.stdout.count("TASK [scapforge.remediation.remediate"
-                                                                                  " : Run the remediation loop]") == 2
+    loop_task = "TASK [scapforge.remediation.remediate : Run the remediation loop]"
+    assert "PLAY [Bring hosts into compliance" in proc.stdout and proc.stdout.count(loop_task) == 2
 
 
 def test_a_failed_canary_stops_the_rollout(lab, lab_host, tmp_path, remediate):
