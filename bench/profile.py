@@ -65,8 +65,9 @@ def profile(events):
 
 def inside_fixes(events):
     """{host: {part: seconds}} of the fixes' own time: each task's seconds by module (the
-    executor's ``task_results``), the checkpoint's calls to the target, and the rest (rendering,
-    the gate, the checkpoint's bookkeeping) as ``other``: the fix phase minus both."""
+    executor's ``task_results``, which leave out the checkpoint's save before each change), the
+    checkpoint's calls to the target, and the rest (rendering the content's fix, the gate, the
+    checkpoint's bookkeeping) as ``other``: the fix phase minus both."""
     parts = {}
     for event in events:
         if event["event"] != "fix_applied":

@@ -113,7 +113,7 @@ class ExecutionReport:
     task_results: one dict per task reached, in order: name, module (FQCN), changed,
       failed, skipped, ignored (failed but ignore_errors), check_mode (ran as a check:
       its changed is what it would change, and does not count in ``changed``), msg (trimmed),
-      seconds (wall time of the task, its loop included).
+      seconds (wall time of the task, its loop included, without the ``before_change`` hook's).
     results: the raw results of the tasks reached (internal keys stripped), only when the run
       asked for them (``keep_results``; read-only probes need what the module returned).
     diffs: with the executor's ``diff`` on, one dict per task that changed the host and whose
@@ -251,6 +251,7 @@ class TaskListExecutor:
         self.trusted = bool(trusted)
         self.policy = policy
         self._before_change = before_change
+        self._hook_seconds = 0.0  # spent in before_change so far (not a task's own time)
         self._keep_results = False
         self._loader = action._loader
         self._shared = action._shared_loader_obj
@@ -376,9 +377,11 @@ class TaskListExecutor:
                 if not self._run_block(entry, run_vars, report):
                     return False
                 continue
-            started = time.monotonic()
+            started, hooks = time.monotonic(), self._hook_seconds
             result, fqcn, ran = self._run_task(entry, run_vars)
-            if not self._record(entry, result, fqcn, ran, report, time.monotonic() - started):
+            # the task's own time: the before_change hook's (the checkpoint's save) is the caller's
+            seconds = time.monotonic() - started - (self._hook_seconds - hooks)
+            if not self._record(entry, result, fqcn, ran, report, seconds):
                 return False
         return True
 
@@ -537,7 +540,9 @@ class TaskListExecutor:
             ref = task_gate.resolve_module(tmp_task.action)
             fqcn = ref.fqcn if ref else str(tmp_task.action)
             if self._before_change is not None and not tmp_task.check_mode:
+                hook_started = time.monotonic()
                 problem = self._before_change(fqcn, dict(tmp_task.args or {}))
+                self._hook_seconds += time.monotonic() - hook_started
                 if problem:
                     return dict(failed=True, changed=False, msg='not run: %s' % problem, _scapforge_not_run=True)
             vars_copy = dict(variables)
