@@ -10,6 +10,7 @@ Each case runs in a fresh interpreter in which importing the libraries raises Im
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -17,10 +18,12 @@ import pytest
 
 from ansible.errors import AnsibleError
 
-from conftest import COLLECTIONS
-
 from ansible_collections.scapforge.remediation.plugins.plugin_utils import deps
 
+#: the checkout's collection path (tests/conftest.py puts it on sys.path; importing it from there
+#: would pick whichever ``conftest`` module pytest loaded first).
+COLLECTIONS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                           ".collections")
 #: every third-party library of the controller plugins (requirements.txt, less what
 #: ansible-core itself needs).
 LIBRARIES = ("filelock", "jsonschema", "junitparser", "lxml", "openai", "tinydb")
