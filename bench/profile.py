@@ -77,8 +77,8 @@ def inside_fixes(events):
             name = "task %s" % task.get("module", "?").replace("ansible.builtin.", "")
             table[name] = table.get(name, 0.0) + float(task.get("seconds") or 0.0)
         for call in (data.get("checkpoint") or {}).get("calls") or []:
-            table["checkpoint %s" % call.get("state", "?")] = table.get("checkpoint %s" % call.get("state", "?"), 0.0) \
-                + float(call.get("seconds") or 0.0)
+            name = "checkpoint %s" % call.get("state", "?")
+            table[name] = table.get(name, 0.0) + float(call.get("seconds") or 0.0)
     return parts
 
 
