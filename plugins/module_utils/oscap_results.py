@@ -308,6 +308,44 @@ def parse_xccdf_results(xml_bytes, include_notselected=False):
     return info
 
 
+_PROGRESS_LINE_RE = re.compile(r"^(?P<rule>xccdf_[^\s:]+):(?P<result>[a-z]+)$")
+
+
+def parse_progress(stdout):
+    """Read the per-rule results oscap printed with ``--progress``.
+
+    stdout: what ``oscap xccdf eval --progress`` printed (bytes or str). oscap's manual
+    (oscap(8), ``--progress``): "Switch to sparse output suitable for progress reporting.
+    Format is "$rule_id:$result\\n"." Lines of any other shape are ignored, so a rule
+    that printed nothing is missing, never a pass.
+
+    Returns ``{"rules": {full_rule_id: result}, "counts": {result: n}, "unexpected":
+    {full_rule_id: value}}`` like :func:`parse_xccdf_results` (notselected left out of
+    ``rules``, counted). A rule printed more than once (multi-check) keeps the worst result.
+    Never raises.
+    """
+    if isinstance(stdout, bytes):
+        stdout = stdout.decode("utf-8", "replace")
+    per_rule = {}
+    unexpected = {}
+    for line in stdout.splitlines():
+        m = _PROGRESS_LINE_RE.match(line.strip())
+        if not m:
+            continue
+        rule_id, value = m.group("rule"), m.group("result")
+        if value in RESULT_VALUES:
+            per_rule[rule_id] = _worse(per_rule.get(rule_id), value)
+        else:
+            unexpected[rule_id] = value
+    counts = dict((value, 0) for value in RESULT_VALUES)
+    rules = {}
+    for rule_id, value in per_rule.items():
+        counts[value] += 1
+        if value != "notselected":
+            rules[rule_id] = value
+    return {"rules": rules, "counts": counts, "unexpected": unexpected}
+
+
 def missing_rules(requested, rules):
     """Requested full rule ids that got no usable result.
 

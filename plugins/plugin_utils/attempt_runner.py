@@ -18,7 +18,7 @@ import typing as t
 from ansible.errors import AnsibleError
 
 from ansible_collections.scapforge.remediation.plugins.plugin_utils import attempts as A
-from ansible_collections.scapforge.remediation.plugins.plugin_utils import health, outcomes, safety
+from ansible_collections.scapforge.remediation.plugins.plugin_utils import health, outcomes, safety, task_gate
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.checkpoint import CheckpointError, paths_touched
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.executor import PackageFactsCache, TaskListExecutor
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.scanner import CRASH_KINDS
@@ -27,6 +27,44 @@ from ansible_collections.scapforge.remediation.plugins.plugin_utils.scanner impo
 RELOAD_SSHD = "systemctl reload ssh 2>/dev/null || systemctl reload sshd 2>/dev/null || true"
 #: seconds to wait past a switch's firing time before logging in again.
 DEADMAN_GRACE = 10.0
+
+
+def named_in_the_text(tasks: t.Any) -> tuple[list[str], list[str]]:
+    """The files a task list will change that its text already names: ``(paths, shallow)``,
+    from ``checkpoint.paths_touched`` of every task without a loop (blocks flattened), in task
+    order, leaving out any path that holds Jinja (``{{ item.path }}``: known only when the task
+    runs). Never raises; a task that cannot be read adds nothing.
+
+    Issue 9: an attempt's first save covers these together with its first task's own paths,
+    in one checkpoint call instead of one call per changing task (the demo run of 2026-11-30
+    made 281 saves, 0.25 s each, for 136 vendor fixes). A file named by a task that then does
+    not run (its ``when`` is false) is saved needlessly and, on a rollback, put back as it was.
+    """
+    paths: list[str] = []
+    shallow: list[str] = []
+
+    def walk(entries: t.Any) -> None:
+        for ds in entries if isinstance(entries, list) else []:
+            if not isinstance(ds, dict):
+                continue
+            if "block" in ds:
+                for key in ("block", "rescue", "always"):
+                    walk(ds.get(key))
+                continue
+            if "loop" in ds or any(str(k).startswith("with_") for k in ds):
+                continue
+            try:
+                module, args, problem = task_gate.split_task(ds)
+            except Exception:  # pylint: disable=broad-except  # a task the gate refuses later
+                continue
+            if problem or not module:
+                continue
+            touched = paths_touched(module, args)
+            paths.extend(p for p in touched.paths if p not in paths and not task_gate.contains_jinja(p))
+            shallow.extend(p for p in touched.shallow if p not in shallow and not task_gate.contains_jinja(p))
+
+    walk(tasks)
+    return paths, shallow
 
 
 def only_side_effects(status: health.HealthReport) -> bool:
@@ -136,8 +174,11 @@ class AttemptRunner:
         uncovered: dict[str, str] = {}
         switch: dict = {}
         own_health: list[str] = []  # why this attempt's health cannot wait for its batch
+        # trusted (vendor, skill) text: the files it names are saved with its first change
+        named = list(named_in_the_text(tasks)) if trusted else None
 
         def before_change(fqcn: str, args: dict) -> str | None:
+            nonlocal named
             if self.parent is not None and self.parent.gone():  # killed playbook: change nothing more
                 return "ansible-playbook is gone; the attempt stops before this change"
             touched = paths_touched(fqcn, args)
@@ -153,16 +194,40 @@ class AttemptRunner:
                 if problem:
                     return problem
             if paths:
+                if named and any(named):
+                    more, named = named, None
+                    try:
+                        checkpoint.cover(list(touched.paths) + more[0], list(touched.shallow) + more[1])
+                        return None
+                    except CheckpointError:
+                        pass  # a later task's file could not be saved: save this task's own, alone
                 try:
                     checkpoint.cover(touched.paths, touched.shallow)
                 except CheckpointError as exc:  # no change without a way back
                     return "the checkpoint of %s failed: %s" % (", ".join(paths)[:200], exc)
             return None
 
+        def cover_ahead(pairs: list) -> None:  # a loop's files (and those named), in one save
+            nonlocal named
+            full: list[str] = list(named[0]) if named else []
+            shallow: list[str] = list(named[1]) if named else []
+            named = None
+            for fqcn, args in pairs:
+                touched = paths_touched(fqcn, args)
+                if not touched.read_only:
+                    full.extend(touched.paths)
+                    shallow.extend(touched.shallow)
+            if full or shallow:
+                try:
+                    checkpoint.cover(full, shallow)
+                except CheckpointError:
+                    pass  # each item saves its own files before it runs
+
         attempt.tasks = tasks
         executor = TaskListExecutor(self.action, self.task_vars, trusted=trusted,
                                     policy=None if trusted else self.gate_policy, before_change=before_change,
-                                    facts_cache=self.facts_cache, diff=True)
+                                    facts_cache=self.facts_cache, diff=True,
+                                    cover_ahead=cover_ahead if trusted else None)
         report = executor.run(tasks, variables)
         attempt.report = report.to_dict()
         attempt.checkpoint = dict(checkpoint.to_dict(), not_covered=uncovered, deadman=bool(switch))

@@ -232,6 +232,11 @@ class TaskListExecutor:
       check mode); it returns None to let the task run, or a reason, and then the task fails
       with that reason and does not run. The loop uses it to checkpoint the files a task can
       touch before they change (``plugin_utils.checkpoint``).
+    cover_ahead: called once before a loop's first item, as ``cover_ahead([(fqcn, args), ...])``
+      with every item whose ``when`` holds, its arguments templated, so the checkpoint can
+      save all the loop's files in one call (issue 9: SSG's sysctl fixes loop over the files
+      ``find`` returned). Advisory: ``before_change`` still runs for each item; an item that
+      cannot be rendered ahead is left out. Its time counts as the hook's.
     facts_cache: the run's :class:`PackageFactsCache` for this host (None: every
       package_facts runs).
     diff: run the tasks in Ansible's diff mode (the task keyword ``diff: true``) and keep
@@ -243,7 +248,8 @@ class TaskListExecutor:
 
     def __init__(self, action, task_vars: dict, trusted: bool, policy: t.Any = None,
                  before_change: t.Callable[[str, dict], str | None] | None = None,
-                 facts_cache: PackageFactsCache | None = None, diff: bool = False):
+                 facts_cache: PackageFactsCache | None = None, diff: bool = False,
+                 cover_ahead: t.Callable[[list], None] | None = None):
         self._action = action
         self._diff = bool(diff)
         self._facts_cache = facts_cache
@@ -251,6 +257,7 @@ class TaskListExecutor:
         self.trusted = bool(trusted)
         self.policy = policy
         self._before_change = before_change
+        self._cover_ahead = cover_ahead
         self._hook_seconds = 0.0  # spent in before_change so far (not a task's own time)
         self._keep_results = False
         self._loader = action._loader
@@ -493,6 +500,8 @@ class TaskListExecutor:
         """Run each item with ``item`` set, aggregating as TaskExecutor.run does."""
         results = []
         loop_vars = dict(task_vars)
+        if self._cover_ahead is not None and len(items) > 1:
+            self._render_ahead(task, items, loop_vars)
         for item in items:
             loop_vars['item'] = item
             loop_vars['ansible_loop_var'] = 'item'
@@ -520,6 +529,31 @@ class TaskListExecutor:
         if not out.get('failed'):
             out['msg'] = 'All items skipped' if out['skipped'] else 'All items completed'
         return out
+
+    def _render_ahead(self, task: Task, items: list, loop_vars: dict) -> None:
+        """Give ``cover_ahead`` every item's (fqcn, templated args) whose ``when`` holds, as
+        :meth:`_execute_once` will render them (not in check mode). Never raises."""
+        started = time.monotonic()
+        pairs = []
+        for item in items:
+            variables = dict(loop_vars, item=item, ansible_loop_var='item')
+            try:
+                if not ansible_private.when_result(task, variables)[0]:
+                    continue
+                tmp_task = task.copy(exclude_parent=True, exclude_tasks=True)
+                tmp_task._parent = task._parent
+                tmp_task.post_validate(templar=self._engine(variables))
+                if bool(tmp_task.check_mode) or self._force_check:
+                    return
+                ref = task_gate.resolve_module(tmp_task.action)
+                pairs.append((ref.fqcn if ref else str(tmp_task.action), dict(tmp_task.args or {})))
+            except Exception:  # pylint: disable=broad-except  # the item renders again when it runs
+                continue
+        try:
+            if pairs:
+                self._cover_ahead(pairs)
+        finally:
+            self._hook_seconds += time.monotonic() - started
 
     def _execute_once(self, task: Task, variables: dict, run_vars: dict) -> dict:
         """One execution of a task (one loop item): when, post_validate, handler run,

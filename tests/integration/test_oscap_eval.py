@@ -141,6 +141,30 @@ def test_skip_validation_gives_the_same_results_without_schema_checks(run):
     assert skipped["rules"] == checked["rules"] and skipped["counts"] == checked["counts"]
 
 
+def test_progress_lines_give_the_same_results_without_a_results_document(run, lab_host):
+    """results_source=progress (the loop's re-checks): oscap prints `rule:result` lines and
+    writes no results document; the same rules get the same results as from the document."""
+    rules = ["sshd_set_idle_timeout", "sshd_set_keepalive", "accounts_umask_etc_login_defs",
+             "package_aide_installed", "file_permissions_etc_passwd"]
+    lab_host.ssh("sudo sed -i 's/^UMASK.*/UMASK\t\t022/' /etc/login.defs")
+    document = run({"rules": rules, "skip_validation": True})
+    printed = run({"rules": rules, "skip_validation": True, "results_source": "progress"})
+    assert not document.get("failed") and not printed.get("failed"), (document, printed)
+    assert "--progress" in printed["cmd"] and "--results" not in printed["cmd"]
+    assert printed["rules"] == document["rules"]
+    assert printed["rules"][R + "accounts_umask_etc_login_defs"] == "fail"
+    assert printed["rules"][R + "file_permissions_etc_passwd"] == "pass"
+    assert printed["missing"] == [] and printed["oscap_rc"] == 2
+    assert {k: v for k, v in printed["counts"].items() if k != "notselected"} == \
+        {k: v for k, v in document["counts"].items() if k != "notselected"}
+    assert "content_version" not in printed and document["content_version"] == "0.1.76"
+    unknown = run({"rules": ["no_such_rule_xyz"], "results_source": "progress"})
+    assert_failed_cleanly(unknown, "unknown_rule", R + "no_such_rule_xyz")
+    both = run({"rules": rules, "results_source": "progress", "evidence": True, "arf_path": "/tmp/x.xml"})
+    assert both.get("failed") and both["error_kind"] == "oscap_error" and "cmd" not in both, both
+    assert "arf_path, evidence need one" in both["msg"], both["msg"]
+
+
 def test_rule_without_its_required_rule_warns(run):
     """oscap 1.3.7 warns "requires rule ... hasn't been specified"; it comes back as data."""
     res = run({"rules": [R + "sshd_set_idle_timeout"]})

@@ -194,6 +194,19 @@ def test_events_name_the_modules_each_fix_ran(first_run):
                                             "rule_complete", "run_end"}
 
 
+def test_one_checkpoint_save_covers_a_fixs_loop_and_its_later_tasks(first_run):
+    """Issue 9: sysctl_kernel_dmesg_restrict's vendor fix comments the key out in every file
+    its `find` returned (a loop), then sets it with ansible.posix.sysctl in /etc/sysctl.conf.
+    One checkpoint save covers them all, before the first change (one per file before)."""
+    events = [json.loads(line) for line in (first_run["runs"] / "latest" / "events.jsonl").read_text().splitlines()]
+    fix = next(e for e in events if e["event"] == "fix_applied" and e["rule"] == "sysctl_kernel_dmesg_restrict")
+    assert [c["state"] for c in fix["data"]["checkpoint"]["calls"]] == ["save"]
+    covered = set(fix["data"]["checkpoint"]["covered"])
+    assert {"/etc/sysctl.conf", "/etc/sysctl.d/99-sysctl.conf", "/usr/lib/sysctl.d/50-pid-max.conf"} <= covered, covered
+    replaced = next(t for t in fix["data"]["tasks"] if t["module"] == "ansible.builtin.replace")
+    assert not replaced["skipped"]  # the loop ran: its items' files were saved ahead, not skipped
+
+
 def test_second_run_changes_nothing_for_remediated_rules(first_run, tmp_path):
     host = first_run["host"]
     remediated = {r for r, o in host_report(first_run)["rules"].items() if o["outcome"] == "remediated"}

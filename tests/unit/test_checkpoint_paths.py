@@ -428,3 +428,41 @@ def test_every_module_of_the_ssg_debian12_fixes_is_mapped():
     for module in sorted(seen):
         t = paths_touched(module, {"path": "/etc/x", "name": "x", "cmd": "true", "cron_file": "x"})
         assert not (t.unknown or "").endswith("files it changes are not known"), module
+
+
+def test_the_files_a_fix_names_are_known_before_it_runs():
+    """Issue 9: an attempt's first save also covers the files its later tasks name, in one
+    checkpoint call; a looped task's files and a path with Jinja wait for their own turn."""
+    from ansible_collections.scapforge.remediation.plugins.plugin_utils.attempt_runner import named_in_the_text
+
+    tasks = yaml.safe_load("""
+- name: Gather the package facts
+  package_facts: {manager: auto}
+- name: Disable kernel.dmesg_restrict in sysctl.d
+  block:
+    - name: Comment out the key in /etc/sysctl.d
+      replace: {path: "{{ item.path }}", regexp: '^kernel', replace: '#kernel'}
+      loop: "{{ find_sysctl_d.files }}"
+    - name: Set it in /etc/sysctl.conf
+      lineinfile: {path: /etc/sysctl.conf, regexp: '^kernel.dmesg_restrict', line: kernel.dmesg_restrict = 1}
+  when: '"procps" in ansible_facts.packages'
+- name: Write the audit rule
+  ansible.builtin.lineinfile: {path: "/etc/audit/rules.d/{{ key }}.rules", line: x, create: true}
+- name: Set the key (the module's default sysctl_file; Jinja only in the value)
+  ansible.posix.sysctl: {name: kernel.dmesg_restrict, value: "{{ value }}"}
+- name: Drop a stale file
+  file: {path: /etc/sysctl.d/99-old.conf, state: absent}
+- copy: {dest: /etc/issue.net, content: "Authorized uses only\\n"}
+- name: Same file again
+  lineinfile: {path: /etc/sysctl.conf, line: a}
+- name: A directory it creates is saved without its entries
+  file: {path: /etc/scapforge-new, state: directory}
+- name: junk
+  no_such_module_xyz: {path: /etc/passwd}
+- not a task
+""")
+    paths, shallow = named_in_the_text(tasks)
+    assert paths == ["/etc/sysctl.conf", "/etc/sysctl.d/99-old.conf", "/etc/issue.net"]
+    assert not any("{{" in p for p in paths)
+    assert shallow == ["/etc/scapforge-new"]
+    assert named_in_the_text("junk") == ([], []) and named_in_the_text(None) == ([], [])

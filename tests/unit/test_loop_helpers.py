@@ -38,3 +38,24 @@ def test_the_scanner_validates_the_content_once_then_skips_validation():
     assert [c.get("skip_validation", False) for c in calls] == [False, False, True]
     assert calls[2] == {"datastream": "/ds.xml", "profile": "p", "rules": ["r2"], "evidence": True,
                         "skip_validation": True}
+
+
+def test_later_rechecks_read_progress_lines_unless_they_want_evidence_or_an_arf():
+    """Issue 9: a re-check after the validating scan reads oscap's --progress lines; the
+    validating scan, a whole-profile scan, evidence and an ARF keep the results document."""
+    from ansible_collections.scapforge.remediation.plugins.plugin_utils.scanner import Scanner
+
+    calls = []
+
+    class Action:
+        def _execute_module(self, module_name, module_args, task_vars, wrap_async):
+            calls.append(dict(module_args))
+            return {"rules": {}}
+
+    scanner = Scanner(Action(), {}, "/ds.xml", "p", None)
+    scanner.scan(["r0"])                          # validates: the document
+    scanner.scan(["r1", "r2"])                    # re-check: progress
+    scanner.scan(["r3"], evidence=True)           # evidence needs the document
+    scanner.scan(["r4"], arf_path="/tmp/a.xml")   # so does an ARF
+    scanner.scan()                                # whole profile: the document
+    assert [c.get("results_source") for c in calls] == [None, "progress", None, None, None]

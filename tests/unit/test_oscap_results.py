@@ -9,6 +9,8 @@ import signal
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ansible_collections.scapforge.remediation.plugins.module_utils import oscap_results as o
 
@@ -314,3 +316,54 @@ def test_module_datastream_checks(tmp_path):
     with pytest.raises(mod.ScanFailed) as exc:
         mod.check_datastream(str(tmp_path))
     assert exc.value.error_kind == "datastream_invalid"
+
+
+# ------------------------------------------------------------------ --progress lines
+
+
+def test_progress_lines_agree_with_the_results_document_of_the_same_run():
+    """One real whole-profile run (lab host) with --progress and --results: the same result
+    for every selected rule; notselected rules print no line, so they count 0 there."""
+    printed = o.parse_progress((FIX / "lab-whole-anssi_bp28_high.progress.txt").read_bytes())
+    written = o.parse_xccdf_results((FIX / "lab-whole-anssi_bp28_high.results.xml").read_bytes())
+    assert printed["rules"] == written["rules"]
+    assert len(printed["rules"]) == 391
+    assert printed["rules"][R + "package_aide_installed"] == "fail"
+    assert {k: v for k, v in printed["counts"].items() if v} == {
+        "pass": 105, "fail": 169, "notapplicable": 116, "notchecked": 1}
+    assert printed["counts"]["notselected"] == 0  # (the trimmed document keeps 3 of its 200)
+    assert written["counts"]["notselected"] == 3
+    assert printed["unexpected"] == {}
+
+
+def test_progress_keeps_the_worst_of_repeated_lines_and_ignores_other_shapes():
+    text = "\n".join([
+        "--- Starting Evaluation ---",           # oscap's normal-mode banner: not a result
+        "xccdf_r_a:pass",
+        "xccdf_r_a:fail",                         # multi-check: the worst wins
+        "xccdf_r_b:notapplicable\r",              # a carriage return is tolerated
+        "Rule\txccdf_r_c",                        # normal-mode block: ignored
+        "Result\tpass",
+        "xccdf_r_d:weird",
+        "xccdf_r_e:notselected",
+        "  xccdf_r_f:error  ",
+        "something_else:pass",                    # not an XCCDF id
+        "xccdf_r_g:pass:extra",
+    ])
+    parsed = o.parse_progress(text.encode())
+    assert parsed["rules"] == {"xccdf_r_a": "fail", "xccdf_r_b": "notapplicable", "xccdf_r_f": "error"}
+    assert parsed["unexpected"] == {"xccdf_r_d": "weird"}
+    assert parsed["counts"]["notselected"] == 1 and parsed["counts"]["fail"] == 1
+    # a requested rule that printed nothing is missing, never a pass
+    assert o.missing_rules(["xccdf_r_c", "xccdf_r_e", "xccdf_r_a"], parsed["rules"]) == ["xccdf_r_c", "xccdf_r_e"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=400))
+def test_progress_never_raises_and_only_reads_whole_lines(text):
+    parsed = o.parse_progress(text)
+    assert set(parsed["counts"]) == set(o.RESULT_VALUES)
+    lines = {line.strip() for line in text.splitlines()}
+    for rule, value in parsed["rules"].items():
+        assert value in o.RESULT_VALUES and value != "notselected"
+        assert rule.startswith("xccdf_") and any(line.startswith(rule + ":") for line in lines)
