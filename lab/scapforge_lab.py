@@ -316,6 +316,29 @@ def _children(pid):
     return found
 
 
+def nspawn_roots(name):
+    """The ``-D`` roots (list of str) of the running systemd-nspawn commands (or the
+    supervisors that hold one on their command line) whose machine is ``name`` (``-M``).
+    A root under another lab home means ``ve-<name>`` belongs to that home."""
+    roots = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open("/proc/%s/cmdline" % entry, "rb") as handle:
+                words = [w.decode(errors="replace") for w in handle.read().split(b"\0")]
+        except (FileNotFoundError, ProcessLookupError, PermissionError):
+            continue
+        starts = [i for i, w in enumerate(words) if os.path.basename(w) == "systemd-nspawn"]
+        if not starts:
+            continue
+        args = words[starts[0] + 1:]
+        options = dict(zip(args, args[1:]))
+        if options.get("-M") == name and options.get("-D"):
+            roots.append(options["-D"])
+    return sorted(set(roots))
+
+
 def _tail(path, lines=30):
     try:
         return "\n".join(Path(path).read_text(errors="replace").splitlines()[-lines:])
@@ -680,9 +703,17 @@ class Lab:
             if left:
                 raise LabError("mounts left under %s: %s" % (self.home, ", ".join(left)))
 
+    def foreign_roots(self, name):
+        """Roots of running hosts named ``name`` that another lab home started (list of str):
+        they hold ``ve-<name>``, which this home must neither delete nor create again."""
+        own = str(self.hosts_dir / name / "merged")
+        return [root for root in nspawn_roots(name) if root != own]
+
     def stop(self, name, wipe=True):
         """Stop one host: SIGTERM its nspawn (clean shutdown), its proxy, drop its veth,
-        unmount its overlay and (``wipe``) remove its upper/work layers. No-op if stopped."""
+        unmount its overlay and (``wipe``) remove its upper/work layers. No-op if stopped.
+        A ``ve-<name>`` that a host of another lab home holds is left alone (two homes on
+        one machine: stopping lab1 here once cut the other home's lab1 off mid-run)."""
         self.index_of(name)
         with self._locked():
             state = {}
@@ -701,7 +732,7 @@ class Lab:
                         proc.wait(timeout=5)
                 _stop_pid(state.get("proxy_pid"), ("tinyproxy", str(hostdir / "tinyproxy.conf")), 10)
             veth = "ve-" + name
-            if os.path.exists("/sys/class/net/" + veth):
+            if os.path.exists("/sys/class/net/" + veth) and not self.foreign_roots(name):
                 subprocess.run([_tool("ip"), "link", "del", veth], capture_output=True)
             _umount_all(hostdir / "merged")
             if wipe:
@@ -714,6 +745,10 @@ class Lab:
         """Mount a fresh overlay for ``name``, write its per-host files, start nspawn, give
         ve-<name> its address, start its proxy, record the state. Does not wait for SSH."""
         index = self.index_of(name)
+        foreign = self.foreign_roots(name)
+        if foreign:
+            raise LabError("%s runs already from another lab home (%s) and holds ve-%s: stop it there, "
+                           "or use another host name" % (name, ", ".join(foreign), name))
         address, host_address, subnet = self._addresses(index)
         hostdir = self.hosts_dir / name
         merged, upper, work = hostdir / "merged", hostdir / "upper", hostdir / "work"

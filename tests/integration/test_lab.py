@@ -203,3 +203,31 @@ def test_a_reboot_inside_boots_the_host_again_on_its_own_layer_and_stop_ends_it(
     finally:
         if lab_host.name not in [h.name for h in lab.hosts()]:
             lab.start([lab_host.name])
+
+
+def test_a_host_of_another_lab_home_is_neither_booted_over_nor_cut_off(lab):
+    """Two lab homes on one machine (a fresh-machine `make demo` beside the main lab): a host
+    name running from the other home is refused here, and stopping it here leaves its veth."""
+    name, veth = "lab250", "ve-lab250"
+    foreign_root = "/var/tmp/scapforge-other-home/hosts/%s/merged" % name
+    subprocess.run(["ip", "link", "add", veth, "type", "veth", "peer", "name", "vp-lab250"], check=True)
+    # a process with the command line the other home's supervisor has (it never boots anything)
+    holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)", "--",
+                               "/usr/bin/systemd-nspawn", "--register=no", "-D", foreign_root, "-b",
+                               "--network-veth", "-M", name], start_new_session=True)
+    try:
+        deadline = time.monotonic() + 10
+        while not lab.foreign_roots(name) and time.monotonic() < deadline:  # until its exec is done
+            time.sleep(0.05)
+        assert lab.foreign_roots(name) == [foreign_root]
+        with pytest.raises(LabError, match="lab250 runs already from another lab home .*/scapforge-other-home/"):
+            lab.start([name])
+        lab.stop(name)
+        assert Path("/sys/class/net/" + veth).exists()  # still the other home's
+        assert not (lab.hosts_dir / name / "merged").is_mount()
+    finally:
+        holder.kill()
+        holder.wait()
+        subprocess.run(["ip", "link", "del", veth], check=False)
+    assert lab.foreign_roots(name) == []
+    assert lab.foreign_roots("lab1") == []  # the hosts of this home are its own
