@@ -182,7 +182,7 @@ def test_whole_profile_scan_with_arf_in_check_mode(run, lab_host, scratch):
     start = time.time()
     res = run({"arf_path": arf, "results_path": scratch + "/all.xml"}, check=True)
     wall = time.time() - start
-    assert not res.get("failed"), res
+    assert not res.get("failed"), (res.get("error_kind"), res.get("msg"), res.get("oscap_rc"), res.get("stderr_tail"))
     counts = res["counts"]
     assert sum(counts.values()) == RULES_IN_BENCHMARK
     assert counts["notselected"] == 200  # the profile selects 391 of 591 rules
