@@ -176,6 +176,7 @@ class AttemptRunner:
         own_health: list[str] = []  # why this attempt's health cannot wait for its batch
         # trusted (vendor, skill) text: the files it names are saved with its first change
         named = list(named_in_the_text(tasks)) if trusted else None
+        changing: list[str] = []  # the files of the tasks that ran to change something
 
         def before_change(fqcn: str, args: dict) -> str | None:
             nonlocal named
@@ -187,6 +188,7 @@ class AttemptRunner:
             if touched.unknown:
                 uncovered[fqcn] = touched.unknown
             paths = list(touched.paths) + list(touched.shallow)
+            changing.extend(p for p in paths if p not in changing)
             if safety.needs_own_health(fqcn, paths):
                 own_health.append(fqcn)
             if not switch and self.deadman_seconds and safety.touches_access(fqcn, args, paths, self.home):
@@ -230,7 +232,7 @@ class AttemptRunner:
                                     cover_ahead=cover_ahead if trusted else None)
         report = executor.run(tasks, variables)
         attempt.report = report.to_dict()
-        attempt.checkpoint = dict(checkpoint.to_dict(), not_covered=uncovered, deadman=bool(switch))
+        attempt.checkpoint = dict(checkpoint.to_dict(), not_covered=uncovered, deadman=bool(switch), changing=changing)
         self.changed = self.changed or report.changed
         self.events.emit(
             "fix_applied", rule=short, attempt=attempt.number, source=attempt.source, ok=report.ok,

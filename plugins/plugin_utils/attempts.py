@@ -79,7 +79,8 @@ class Attempt:
     number: 1-based within the rule; source: ``vendor`` or ``worker``; tasks: the task list
     (data, as proposed); rationale: the Worker's one line; gate: the refusal reason, None when
     the list passed the gate; report: ``ExecutionReport.to_dict()`` or None when nothing ran;
-    checkpoint: the checkpoint's ``to_dict()``; restore: the restore's ``to_dict()``;
+    checkpoint: the checkpoint's ``to_dict()`` with not_covered, deadman and changing (the files
+    of the tasks that ran to change something); restore: the restore's ``to_dict()``;
     health: the health check's dict; result: the rule's OpenSCAP result after the attempt;
     evidence: the failing OVAL evidence for the rule after the attempt; reflection: the
     Reflector's answer as a dict; probes: probe labels asked during the attempt; tokens:

@@ -146,7 +146,10 @@ def task_names(tasks: list) -> list[str]:
 
 
 def _covered(attempt: A.Attempt) -> set:
-    return set((attempt.checkpoint or {}).get("covered") or [])
+    """The files the attempt's tasks ran to change (``changing``); its checkpoint may hold more,
+    saved ahead for tasks that then did not run. An attempt recorded without it: its saved files."""
+    checkpoint = attempt.checkpoint or {}
+    return set(checkpoint.get("changing", checkpoint.get("covered")) or [])
 
 
 class RemediationLoop:

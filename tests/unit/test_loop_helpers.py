@@ -59,3 +59,18 @@ def test_later_rechecks_read_progress_lines_unless_they_want_evidence_or_an_arf(
     scanner.scan(["r4"], arf_path="/tmp/a.xml")   # so does an ARF
     scanner.scan()                                # whole profile: the document
     assert [c.get("results_source") for c in calls] == [None, "progress", None, None, None]
+
+
+def test_a_batch_judges_shared_files_by_what_the_tasks_ran_to_change_not_by_what_was_saved_ahead():
+    """A file saved ahead for a task that then did not run is no reason to keep a failed fix
+    instead of rolling it back; an attempt recorded before ``changing`` existed keeps ``covered``."""
+    from ansible_collections.scapforge.remediation.plugins.plugin_utils import attempts as A
+    from ansible_collections.scapforge.remediation.plugins.plugin_utils.loop import _covered
+
+    attempt = A.Attempt(number=1, source="vendor")
+    attempt.checkpoint = {"covered": ["/etc/sysctl.conf", "/etc/yum.conf"], "changing": ["/etc/sysctl.conf"]}
+    assert _covered(attempt) == {"/etc/sysctl.conf"}
+    attempt.checkpoint = {"covered": ["/etc/login.defs"]}
+    assert _covered(attempt) == {"/etc/login.defs"}
+    attempt.checkpoint = None
+    assert _covered(attempt) == set()
