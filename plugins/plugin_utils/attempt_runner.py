@@ -175,11 +175,26 @@ class AttemptRunner:
         switch: dict = {}
         own_health: list[str] = []  # why this attempt's health cannot wait for its batch
         # trusted (vendor, skill) text: the files it names are saved with its first change
-        named = list(named_in_the_text(tasks)) if trusted else None
+        named = named_in_the_text(tasks) if trusted else None
+        if named == ([], []):
+            named = None
         changing: list[str] = []  # the files of the tasks that ran to change something
 
-        def before_change(fqcn: str, args: dict) -> str | None:
+        def cover_with_named(full: list, shallow: list) -> bool:
+            """Save ``full``/``shallow`` and, the first time, the files the text names, in one
+            checkpoint call; False when that call failed (then nothing is assumed saved)."""
             nonlocal named
+            if named:
+                full, shallow, named = list(full) + named[0], list(shallow) + named[1], None
+            if not full and not shallow:
+                return True
+            try:
+                checkpoint.cover(full, shallow)
+                return True
+            except CheckpointError:
+                return False
+
+        def before_change(fqcn: str, args: dict) -> str | None:
             if self.parent is not None and self.parent.gone():  # killed playbook: change nothing more
                 return "ansible-playbook is gone; the attempt stops before this change"
             touched = paths_touched(fqcn, args)
@@ -196,13 +211,9 @@ class AttemptRunner:
                 if problem:
                     return problem
             if paths:
-                if named and any(named):
-                    more, named = named, None
-                    try:
-                        checkpoint.cover(list(touched.paths) + more[0], list(touched.shallow) + more[1])
-                        return None
-                    except CheckpointError:
-                        pass  # a later task's file could not be saved: save this task's own, alone
+                if named and cover_with_named(touched.paths, touched.shallow):
+                    return None
+                # else a later task's file could not be saved ahead: this task's own, alone
                 try:
                     checkpoint.cover(touched.paths, touched.shallow)
                 except CheckpointError as exc:  # no change without a way back
@@ -210,20 +221,14 @@ class AttemptRunner:
             return None
 
         def cover_ahead(pairs: list) -> None:  # a loop's files (and those named), in one save
-            nonlocal named
-            full: list[str] = list(named[0]) if named else []
-            shallow: list[str] = list(named[1]) if named else []
-            named = None
+            full: list[str] = []
+            shallow: list[str] = []
             for fqcn, args in pairs:
                 touched = paths_touched(fqcn, args)
                 if not touched.read_only:
                     full.extend(touched.paths)
                     shallow.extend(touched.shallow)
-            if full or shallow:
-                try:
-                    checkpoint.cover(full, shallow)
-                except CheckpointError:
-                    pass  # each item saves its own files before it runs
+            cover_with_named(full, shallow)  # on failure each item saves its own files before it runs
 
         attempt.tasks = tasks
         executor = TaskListExecutor(self.action, self.task_vars, trusted=trusted,

@@ -540,13 +540,10 @@ class TaskListExecutor:
             try:
                 if not ansible_private.when_result(task, variables)[0]:
                     continue
-                tmp_task = task.copy(exclude_parent=True, exclude_tasks=True)
-                tmp_task._parent = task._parent
-                tmp_task.post_validate(templar=self._engine(variables))
-                if bool(tmp_task.check_mode) or self._force_check:
+                tmp_task, fqcn = self._rendered(task, variables)
+                if tmp_task.check_mode:
                     return
-                ref = task_gate.resolve_module(tmp_task.action)
-                pairs.append((ref.fqcn if ref else str(tmp_task.action), dict(tmp_task.args or {})))
+                pairs.append((fqcn, dict(tmp_task.args or {})))
             except Exception:  # pylint: disable=broad-except  # the item renders again when it runs
                 continue
         try:
@@ -554,6 +551,18 @@ class TaskListExecutor:
                 self._cover_ahead(pairs)
         finally:
             self._hook_seconds += time.monotonic() - started
+
+    def _rendered(self, task: Task, variables: dict) -> tuple[Task, str]:
+        """A copy of ``task`` post-validated (templated) with ``variables``, its check and diff
+        mode set as this executor runs it, and its module's canonical FQCN."""
+        tmp_task = task.copy(exclude_parent=True, exclude_tasks=True)
+        tmp_task._parent = task._parent
+        tmp_task.post_validate(templar=self._engine(variables))
+        tmp_task.check_mode = bool(tmp_task.check_mode) or self._force_check
+        if self._diff:
+            tmp_task.diff = True
+        ref = task_gate.resolve_module(tmp_task.action)
+        return tmp_task, (ref.fqcn if ref else str(tmp_task.action))
 
     def _execute_once(self, task: Task, variables: dict, run_vars: dict) -> dict:
         """One execution of a task (one loop item): when, post_validate, handler run,
@@ -564,15 +573,7 @@ class TaskListExecutor:
             if not holds:
                 return dict(changed=False, skipped=True, skip_reason='Conditional result was False',
                             false_condition=false_condition)
-            tmp_task = task.copy(exclude_parent=True, exclude_tasks=True)
-            tmp_task._parent = task._parent
-            engine = self._engine(variables)
-            tmp_task.post_validate(templar=engine)
-            tmp_task.check_mode = bool(tmp_task.check_mode) or self._force_check
-            if self._diff:
-                tmp_task.diff = True
-            ref = task_gate.resolve_module(tmp_task.action)
-            fqcn = ref.fqcn if ref else str(tmp_task.action)
+            tmp_task, fqcn = self._rendered(task, variables)
             if self._before_change is not None and not tmp_task.check_mode:
                 hook_started = time.monotonic()
                 problem = self._before_change(fqcn, dict(tmp_task.args or {}))
