@@ -7,14 +7,18 @@ from the pinned ssg-debian .deb) runs with play-level ``ignore_errors: true`` (s
 stop at its first failure) and ``--skip-tags`` naming the rules our skill treats as
 access-impacting (run as the lab's sudo admin, file_permissions_sudo alone would lock it out);
 on the other our main job runs with a fresh, empty memory store. Both start at the same time.
+Our loop runs under Mitogen for Ansible (``--ours-strategy``, default ``mitogen_linear``, the
+accelerator README's "Speed" section documents); the SSG playbook as its users run it, with
+Ansible's ``linear`` strategy (``--ssg-strategy mitogen_linear`` gives it the same accelerator).
 Then the bench scans each host itself (oscap on the host, results parsed here): pass, fail,
 error, notapplicable, and regressions (rules that passed before the run and not after).
 
 Prints a table and writes bench/results/vs_ssg.json: {"ours": {...}, "ssg": {...}, "ratio": {...}},
-each side with wall_s, pass, fail, error, notapplicable, regressions and host.
+each side with wall_s, pass, fail, error, notapplicable, regressions, host and strategy.
 
 Usage (as root, lab built; 25-30 minutes):
     .venv/bin/python bench/vs_ssg.py [--profile anssi_bp28_high] [--hosts lab5,lab6] [--keep]
+                                     [--ours-strategy linear|mitogen_linear] [--ssg-strategy ...]
 --keep leaves both hosts up afterwards (scan them again with oscap, or ssh in).
 """
 
@@ -33,7 +37,9 @@ from lxml import etree
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "lab"))
 sys.path.insert(0, os.path.join(ROOT, ".collections"))
+sys.path.insert(0, os.path.join(ROOT, "tools"))
 
+import accelerate  # noqa: E402
 import scapforge_lab  # noqa: E402
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.catalog import Catalog  # noqa: E402
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.skills import load_skill  # noqa: E402
@@ -91,12 +97,19 @@ def in_parallel(*calls):
         thread.join()
 
 
-def run_timed(argv, log_path, out):
+def strategy_env(strategy):
+    """Environment for ansible-playbook under ``strategy``: ``linear`` (Ansible's default) or
+    ``mitogen_linear`` (Mitogen for Ansible, from requirements.txt; README "Speed")."""
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_STRATEGY=strategy,
+               PATH=os.path.join(ROOT, ".venv", "bin") + os.pathsep + os.environ["PATH"])
+    return accelerate.mitogen_env(env) if strategy == accelerate.STRATEGY else env
+
+
+def run_timed(argv, log_path, out, strategy="linear"):
     started = time.monotonic()
+    out["strategy"] = strategy
     with open(log_path, "w") as log:
-        proc = subprocess.run(argv, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
-                              env=dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"),
-                                       PATH=os.path.join(ROOT, ".venv", "bin") + os.pathsep + os.environ["PATH"]))
+        proc = subprocess.run(argv, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=strategy_env(strategy))
     out.update(wall_s=round(time.monotonic() - started, 1), rc=proc.returncode, log=log_path)
 
 
@@ -111,6 +124,10 @@ def main(argv=None):
     parser.add_argument("--profile", default="anssi_bp28_high")
     parser.add_argument("--hosts", default="lab5,lab6", help="SSG host, our host")
     parser.add_argument("--keep", action="store_true", help="leave both hosts up")
+    parser.add_argument("--ours-strategy", default="mitogen_linear", choices=("linear", "mitogen_linear"),
+                        help="Ansible strategy of our loop (default: mitogen_linear, README \"Speed\")")
+    parser.add_argument("--ssg-strategy", default="linear", choices=("linear", "mitogen_linear"),
+                        help="Ansible strategy of the SSG playbook (default: linear, as its users run it)")
     args = parser.parse_args(argv)
     ssg_name, ours_name = args.hosts.split(",")
     lab = scapforge_lab.Lab()
@@ -127,12 +144,12 @@ def main(argv=None):
         ssg, ours = {}, {}
         runs = [
             (["ansible-playbook", "-i", inventory, "-l", ssg_name, playbook, "--skip-tags", ",".join(skip)],
-             os.path.join(workdir, "ssg.log"), ssg),
+             os.path.join(workdir, "ssg.log"), ssg, args.ssg_strategy),
             (["ansible-playbook", "playbooks/remediate.yml", "-i", inventory, "-l", ours_name,
               "-e", json.dumps({"scapforge_profile": PROFILE_PREFIX + args.profile,
                                 "scapforge_runs_dir": os.path.join(workdir, "runs"),
                                 "scapforge_memory_path": os.path.join(workdir, "memory")})],
-             os.path.join(workdir, "ours.log"), ours),
+             os.path.join(workdir, "ours.log"), ours, args.ours_strategy),
         ]
         in_parallel(*(lambda run=run: run_timed(*run) for run in runs))
         in_parallel(*(lambda h=h: after.__setitem__(h.name, scan(h, args.profile)) for h in (ssg_host, ours_host)))
@@ -145,12 +162,13 @@ def main(argv=None):
         ssg_pass = {r for r, v in after[ssg_name].items() if v == "pass"}
         result["same_passing"] = ours_pass == ssg_pass
         result["pass_only_ours"], result["pass_only_ssg"] = sorted(ours_pass - ssg_pass), sorted(ssg_pass - ours_pass)
-        print("| | wall s | pass | fail | error | notapplicable | regressions | host |")
-        print("|---|---|---|---|---|---|---|---|")
+        print("| | wall s | pass | fail | error | notapplicable | regressions | host | strategy |")
+        print("|---|---|---|---|---|---|---|---|---|")
         for side in ("ssg", "ours"):
             f = result[side]
-            print("| %s | %.0f | %d | %d | %d | %d | %d | %s |" % (side, f["wall_s"], f["pass"], f["fail"], f["error"],
-                                                             f["notapplicable"], len(f["regressions"]), f["host"]))
+            print("| %s | %.0f | %d | %d | %d | %d | %d | %s | %s |" % (
+                side, f["wall_s"], f["pass"], f["fail"], f["error"], f["notapplicable"], len(f["regressions"]),
+                f["host"], f["strategy"]))
         print("ours/ssg: wall %.2fx, pass %.2fx; identical passing sets: %s (only ours: %s; only SSG: %s)" % (
             result["ratio"]["wall_s"], result["ratio"]["pass"], result["same_passing"],
             ", ".join(result["pass_only_ours"]) or "none", ", ".join(result["pass_only_ssg"]) or "none"))

@@ -118,10 +118,16 @@ def choose_method(requested):
 
 
 def core_source():
-    """The bytes of checkpoint_store as this process imported it (from AnsiballZ's zip or a file)."""
+    """The bytes of checkpoint_store as this process imported it: from AnsiballZ's zip, a file,
+    or Mitogen's importer (PEP 302 ``get_source``; its ``__file__`` is ``master:<path>``, a
+    path on the controller)."""
     loader = getattr(core, "__loader__", None)
-    if loader is not None and hasattr(loader, "get_data"):
+    if loader is not None and hasattr(loader, "get_data") and not core.__file__.startswith("master:"):
         return loader.get_data(core.__file__)
+    if loader is not None and hasattr(loader, "get_source"):
+        source = loader.get_source(core.__name__)
+        if source is not None:
+            return source.encode("utf-8") if not isinstance(source, bytes) else source
     with open(core.__file__, "rb") as fh:
         return fh.read()
 

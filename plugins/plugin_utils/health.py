@@ -116,9 +116,26 @@ class HealthReport:
         return out
 
 
+#: Mitogen's connection plugins and the Ansible plugin each stands for (Mitogen's mitogen_ssh
+#: "accepts every option the vanilla ssh plugin accepts": its DOCUMENTATION is ssh's).
+MITOGEN_STANDS_FOR = {"mitogen_ssh": "ansible.builtin.ssh", "mitogen_local": "ansible.builtin.local",
+                      "mitogen_sudo": "ansible.builtin.local", "mitogen_su": "ansible.builtin.local"}
+
+
+def plain_connection_name(conn) -> str:
+    """The name of the Ansible connection plugin ``conn`` is, or stands for when it is one of
+    Mitogen's (``mitogen_ssh`` -> ``ansible.builtin.ssh``); ``""`` when it has no name.
+
+    Source: Mitogen for Ansible, ansible_mitogen/plugins/connection/ (0.3.54).
+    """
+    name = getattr(conn, "_load_name", "") or ""
+    return MITOGEN_STANDS_FOR.get(name.rsplit(".", 1)[-1], name)
+
+
 def _is_ssh(conn) -> bool:
-    """True for Ansible's OpenSSH connection plugin, whose options these checks rewrite."""
-    return conn._load_name in ("ssh", "ansible.builtin.ssh")
+    """True for Ansible's OpenSSH connection plugin (or Mitogen's stand-in for it), whose
+    options these checks rewrite."""
+    return plain_connection_name(conn) in ("ssh", "ansible.builtin.ssh")
 
 
 def fresh_connection(action):
@@ -130,8 +147,9 @@ def fresh_connection(action):
     """
     current = action._connection
     loader = action._shared_loader_obj.connection_loader
-    conn = loader.get(current._load_name, action._play_context, None)
-    conn._options = dict(current._options)  # already resolved for this host by TaskExecutor
+    # never Mitogen's plugin: its connections are pooled, so a "new" one would not log in afresh
+    conn = loader.get(plain_connection_name(current), action._play_context, None)
+    conn._options = dict(current._options)  # already resolved for this host by TaskExecutor  # already resolved for this host by TaskExecutor
     if _is_ssh(current):
         conn.set_option("ssh_args", fresh_ssh_args(current.get_option("ssh_args")))
     conn.set_become_plugin(current.become)

@@ -14,6 +14,7 @@ from ansible import constants as C
 from ansible.utils.vars import combine_vars
 from ansible.vars.clean import clean_facts, namespace_facts
 
+from ansible_collections.scapforge.remediation.plugins.plugin_utils import health
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.catalog import Catalog, CatalogError, Profile
 
 
@@ -164,11 +165,12 @@ def controller_machine_id() -> str | None:
 
 
 def refuse_controller(action, facts: dict) -> None:
-    """Refuse to work on the controller itself: a ``local`` connection, or a target whose
+    """Refuse to work on the controller itself: a ``local`` connection (or Mitogen's stand-in
+    for it), or a target whose
     machine id (fact ``machine_id``) is the controller's. A sysctl fix run in a chroot once
     changed this machine's kernel (shared/DESIGN.md, SAFETY). Raises LoopError(``controller``);
     ``allow_controller: true`` is the caller's way around it."""
-    name = getattr(action._connection, "_load_name", "")
+    name = health.plain_connection_name(action._connection)
     if name in ("local", "ansible.builtin.local", "ansible.legacy.local"):
         raise LoopError("controller", "the connection is %s: the loop would change the controller itself; "
                         "use scapforge_allow_controller: true if that is really meant" % name)

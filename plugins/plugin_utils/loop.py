@@ -296,6 +296,7 @@ class RemediationLoop:
             tailored=[safety.short_rule_id(r) for r in outside],
             tailoring=self._tailoring_record(profile_id),
             check_mode=self.check_mode,
+            connection=getattr(self.action._connection, "_load_name", None),  # mitogen_ssh when accelerated
             llm={"endpoint": llm.base_url, "model": llm.model} if self.worker.agents is not None else None,
             budget=dataclasses.asdict(self.opts.budget),
             catalog_from_disk=self.catalog.loaded_from_disk,
