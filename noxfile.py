@@ -5,7 +5,8 @@ requirements-test.txt with the latest patch release of its core on PyPI (and the
 package of that core: community.general and ansible.posix), then runs ``tests/unit`` and
 ``tests/integration/test_executor.py`` (vendor fixes and model-written tasks through the
 executor, locally and over SSH) and ``tests/integration/test_remediate.py`` (the main job end
-to end: scan, fixes, re-evaluation, rollback, a second run) on a lab host
+to end: scan, fixes, re-evaluation, rollback, a second run) and
+``tests/integration/test_accelerated.py`` (the main job under Mitogen) on a lab host
 (``SCAPFORGE_LAB_HOST``, default the first running host, else lab1). About 4-5 minutes a core. The supported range is plugin_utils/ansible_private.py's.
 
 Controllers: 2.19 runs on the Python 3.11 of `make venv` (``SCAPFORGE_MATRIX_PYTHON311``, default
@@ -63,7 +64,8 @@ def _session(core: str):
         # ansible-test sanity keeps an ignore file per core (tests/sanity/ignore-2.19.txt) and
         # bootstraps pip in its own per-core virtualenvs: it runs on the default core (make test)
         session.run(*pytest, "tests/unit", *([] if core == DEFAULT_CORE else ["--deselect", "tests/unit/test_sanity.py"]))
-        session.run(*pytest, "tests/integration/test_executor.py", "tests/integration/test_remediate.py")
+        session.run(*pytest, "tests/integration/test_executor.py", "tests/integration/test_remediate.py",
+                    "tests/integration/test_accelerated.py")
 
     return run
 
