@@ -16,7 +16,7 @@ error, notapplicable, and regressions (rules that passed before the run and not 
 Prints a table and writes bench/results/vs_ssg.json: {"ours": {...}, "ssg": {...}, "ratio": {...}},
 each side with wall_s, pass, fail, error, notapplicable, regressions, host and strategy.
 
-Usage (as root, lab built; 25-30 minutes):
+Usage (as root, lab built; 12 minutes on a quiet machine, 25-30 with the linear strategy or a loaded one):
     .venv/bin/python bench/vs_ssg.py [--profile anssi_bp28_high] [--hosts lab5,lab6] [--keep]
                                      [--ours-strategy linear|mitogen_linear] [--ssg-strategy ...]
 --keep leaves both hosts up afterwards (scan them again with oscap, or ssh in).

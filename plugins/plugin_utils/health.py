@@ -149,7 +149,7 @@ def fresh_connection(action):
     loader = action._shared_loader_obj.connection_loader
     # never Mitogen's plugin: its connections are pooled, so a "new" one would not log in afresh
     conn = loader.get(plain_connection_name(current), action._play_context, None)
-    conn._options = dict(current._options)  # already resolved for this host by TaskExecutor  # already resolved for this host by TaskExecutor
+    conn._options = dict(current._options)  # already resolved for this host by TaskExecutor
     if _is_ssh(current):
         conn.set_option("ssh_args", fresh_ssh_args(current.get_option("ssh_args")))
     conn.set_become_plugin(current.become)
