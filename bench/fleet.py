@@ -11,11 +11,12 @@ machines and the controller is what must scale; here the lab's targets share the
 so host-rules per minute alone understates it.
 
 Prints a table and writes bench/results/fleet.json: {"rules": [...], "runs": {"1": {...},
-"4": {...}}}, each run with hosts, wall_s, rules_worked, fixes_applied, host_rules_per_min,
+"4": {...}}, "strategy": ...}, each run with hosts, wall_s, rules_worked, fixes_applied, host_rules_per_min,
 controller_cpu_s and cpu_per_fix_s.
 
 Usage (as root, lab built; about 5 minutes with the default rules):
     .venv/bin/python bench/fleet.py [--hosts lab41,lab42,lab43,lab44] [--rules r1,r2,...]
+                                    [--strategy linear|mitogen_linear]
 """
 
 import argparse
@@ -29,7 +30,9 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "lab"))
+sys.path.insert(0, os.path.join(ROOT, "tools"))
 
+import accelerate  # noqa: E402
 import scapforge_lab  # noqa: E402
 
 #: 25 rules that fail on the lab's baseline and have a vendor fix (file permissions, umask,
@@ -55,8 +58,9 @@ def children_cpu():
     return usage.ru_utime + usage.ru_stime
 
 
-def run_once(lab, names, rules, workdir):
-    """Boot ``names`` fresh, run the main job over them with forks = len(names); its figures."""
+def run_once(lab, names, rules, workdir, env=None):
+    """Boot ``names`` fresh, run the main job over them with forks = len(names), in ``env``
+    (default os.environ); its figures."""
     for name in names:
         lab.stop(name)
     hosts = lab.start(names)
@@ -68,7 +72,7 @@ def run_once(lab, names, rules, workdir):
                               "scapforge_memory_path": os.path.join(workdir, "memory-%d" % len(names))})]
     cpu_before, started = children_cpu(), time.monotonic()
     with open(os.path.join(workdir, "fleet-%d.log" % len(names)), "w") as log:
-        proc = subprocess.run(argv, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+        proc = subprocess.run(argv, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env)
     wall, cpu = time.monotonic() - started, children_cpu() - cpu_before
     with open(os.path.join(runs_dir, "latest", "summary.json")) as handle:
         summary = json.load(handle)
@@ -87,15 +91,18 @@ def main(argv=None):
     parser.add_argument("--hosts", default="lab41,lab42,lab43,lab44", help="four lab hosts (the first also runs alone)")
     parser.add_argument("--rules", default=",".join(RULES), help="short rule ids, comma-separated")
     parser.add_argument("--keep", action="store_true", help="leave the hosts up")
+    parser.add_argument("--strategy", default="linear", choices=("linear", accelerate.STRATEGY),
+                        help="Ansible strategy of the runs (mitogen_linear: README \"Speed\")")
     args = parser.parse_args(argv)
+    env = accelerate.mitogen_env() if args.strategy == accelerate.STRATEGY else None
     names = args.hosts.split(",")
     rules = args.rules.split(",")
     lab = scapforge_lab.Lab()
     workdir = tempfile.mkdtemp(prefix="scapforge-fleet-")
-    result = {"rules": rules, "workdir": workdir, "runs": {}}
+    result = {"rules": rules, "workdir": workdir, "strategy": args.strategy, "runs": {}}
     try:
         for count in (1, len(names)):
-            result["runs"][str(count)] = run_once(lab, names[:count], rules, workdir)
+            result["runs"][str(count)] = run_once(lab, names[:count], rules, workdir, env)
     finally:
         if not args.keep:
             for name in names:
