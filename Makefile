@@ -56,8 +56,11 @@ lab-down: venv
 
 # make demo ACCELERATE=mitogen runs the job under Mitogen for Ansible (README "Speed").
 ACCELERATE ?=
+ifneq ($(filter-out mitogen,$(ACCELERATE)),)
+$(error ACCELERATE=$(ACCELERATE): the one accelerator is mitogen)
+endif
 demo: lab
-	$(if $(filter mitogen,$(ACCELERATE)),eval "$$($(PY) tools/accelerate.py)" || exit 1;) \
+	$(if $(filter mitogen,$(ACCELERATE)),exports=$$($(PY) tools/accelerate.py) || exit 1; eval "$$exports";) \
 	ansible-playbook playbooks/remediate.yml -i inventory/lab.yml -e scapforge_profile=$(PROFILE); rc=$$?; \
 	$(PY) tools/print_summary.py playbooks/scapforge-runs/latest; exit $$rc
 
@@ -98,7 +101,7 @@ $(VENV_LLM)/.installed: tools/llm-smoke-requirements.txt | deps
 llm-smoke: lab $(VENV_LLM)/.installed
 	$(PY) tools/llm_smoke.py run $(if $(RULES),--rules "$(RULES)")
 
-# Opt-in, not part of `make test` (~15 min): the unit tests, test_executor and test_remediate on each supported
+# Opt-in, not part of `make test` (~15 min): the unit tests, test_executor, test_remediate and test_accelerated on each supported
 # ansible-core, 2.19, 2.20 and 2.21 (noxfile.py; CORES="core-2.21" picks sessions). 2.20 and
 # 2.21 need Python 3.12+: lab/matrix_python.py builds Debian trixie's python3.13 once under
 # $(MATRIX_HOME); nox and the sessions' virtualenvs are cached there too (outside the checkout).

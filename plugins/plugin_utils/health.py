@@ -56,6 +56,7 @@ import stat
 import time
 import typing as t
 
+from ansible.errors import AnsibleError
 from ansible.module_utils.common.text.converters import to_text
 
 #: ssh options that force a brand-new TCP connection and authentication (OpenSSH ssh_config(5)).
@@ -117,9 +118,13 @@ class HealthReport:
 
 
 #: Mitogen's connection plugins and the Ansible plugin each stands for (Mitogen's mitogen_ssh
-#: "accepts every option the vanilla ssh plugin accepts": its DOCUMENTATION is ssh's).
+#: "accepts every option the vanilla ssh plugin accepts": its DOCUMENTATION is ssh's). The
+#: fully qualified names matter: Mitogen's strategy redirects a request for plain ``ssh`` or
+#: ``local`` to its own plugin (ansible_mitogen/strategy.py, REDIRECTED_CONNECTION_PLUGINS).
+#: sudo, su and doas are privilege changes on the controller itself.
 MITOGEN_STANDS_FOR = {"mitogen_ssh": "ansible.builtin.ssh", "mitogen_local": "ansible.builtin.local",
-                      "mitogen_sudo": "ansible.builtin.local", "mitogen_su": "ansible.builtin.local"}
+                      "mitogen_sudo": "ansible.builtin.local", "mitogen_su": "ansible.builtin.local",
+                      "mitogen_doas": "ansible.builtin.local"}
 
 
 def plain_connection_name(conn) -> str:
@@ -143,12 +148,19 @@ def fresh_connection(action):
 
     For the ``ssh`` plugin the multiplexing options are replaced by ``FRESH_SSH_ARGS`` so the
     check cannot ride on the open ControlMaster; the user's other ssh_args are kept. The become plugin is shared (same method,
-    user and flags). Raises ansible.errors.AnsibleError if the plugin cannot be loaded.
+    user and flags). Never one of Mitogen's plugins: its connections are pooled, so a "new" one
+    would not log in afresh; for Mitogen's ssh and local, Ansible's own plugin is loaded.
+    Raises ansible.errors.AnsibleError if the plugin cannot be loaded, or if it is a Mitogen
+    plugin without an Ansible counterpart here (docker, podman, kubectl...): the check fails
+    closed, and at the run's start that stops the host before any change.
     """
     current = action._connection
     loader = action._shared_loader_obj.connection_loader
-    # never Mitogen's plugin: its connections are pooled, so a "new" one would not log in afresh
-    conn = loader.get(plain_connection_name(current), action._play_context, None)
+    name = plain_connection_name(current)
+    if name.rsplit(".", 1)[-1].startswith("mitogen_"):
+        raise AnsibleError("a fresh login cannot be proved through Mitogen's %s connection (Mitogen pools its "
+                           "connections); run without the accelerator, or over ssh" % name)
+    conn = loader.get(name, action._play_context, None)
     conn._options = dict(current._options)  # already resolved for this host by TaskExecutor
     if _is_ssh(current):
         conn.set_option("ssh_args", fresh_ssh_args(current.get_option("ssh_args")))
