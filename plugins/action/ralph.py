@@ -15,6 +15,7 @@ from ansible.plugins.action import ActionBase
 
 from ansible_collections.scapforge.remediation.plugins.module_utils.ralph_options import ARGUMENT_SPEC
 from ansible_collections.scapforge.remediation.plugins.plugin_utils import deps
+from ansible_collections.scapforge.remediation.plugins.plugin_utils._host.session import ActionSession
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.attempts import Budget
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.events import utc_now
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.host_setup import ControllerGone, LoopError
@@ -60,7 +61,8 @@ class ActionModule(ActionBase):
             max_answer_tokens=args["llm_max_tokens"],
             memory_mode=self._memory_mode(args["memory_mode"]),
         )
-        loop = RemediationLoop(self, task_vars, opts, check_mode=bool(self._task.check_mode))
+        session = ActionSession(self, task_vars)
+        loop = RemediationLoop(session, opts)
         try:
             if opts.llm.configured:
                 opts.prompts = self._prompts(args["skill"], args["llm_prompts"])
@@ -74,10 +76,7 @@ class ActionModule(ActionBase):
             self._write_error(loop, run_dir, run_id, task_vars, "internal", "%s: %s" % (type(exc).__name__, exc))
             raise
         finally:
-            try:
-                self._remove_tmp_path(self._connection._shell.tmpdir)
-            except Exception:  # a dead connection must not hide the run's own result
-                pass
+            session.remove_tmp()  # a dead connection must not hide the run's own result
 
         result.update(
             changed=loop.changed,

@@ -38,38 +38,38 @@ MAX_PATTERNS = 5
 
 
 class WorkerPhase:
-    """Works queued rules of one host with the agents; ``loop`` is the RemediationLoop (its
-    catalog, profile, events, ``runner`` (an ``attempt_runner.AttemptRunner``), gate policy,
-    time budget and stop state are used, and ``finish_item`` records outcomes), ``agents`` an
-    ``agents.Agents`` or None when no endpoint is configured."""
+    """Works queued rules of one host with the agents: ``ctx`` the run's ``RunContext`` (its
+    catalog, profile, events, runner, agents (None without an endpoint) and token ledger),
+    ``state`` its ``RunState`` (the stop, the time budget, ``finish_item``)."""
 
-    def __init__(self, loop, agents, budget: A.Budget, ledger=None) -> None:
-        self.loop = loop
-        self.agents = agents
+    def __init__(self, ctx, state, budget: A.Budget) -> None:
+        self.ctx = ctx
+        self.state = state
+        self.agents = ctx.agents
         self.budget = budget
-        self.ledger = ledger
+        self.ledger = ctx.token_ledger
         self.llm_down: str | None = None
         self._skill_context: dict[str, str] = {}  # rule id -> the skill's worker_context text
 
     # ------------------------------------------------------------------ the story
     def run(self, item: A.WorkItem) -> None:
-        """Work ``item`` to an outcome (recorded through ``loop.finish_item``); never raises
+        """Work ``item`` to an outcome (recorded through ``state.finish_item``); never raises
         for a host, gate or model failure."""
-        loop = self.loop
-        if self.agents is not None and not loop.stopped and not self.llm_down:
+        ctx, state = self.ctx, self.state
+        if self.agents is not None and not state.stopped and not self.llm_down:
             if not self._precheck(item):
                 return
         while True:
-            loop.parent.check()
+            ctx.parent.check()
             left = self.ledger.left() if self.ledger is not None else float("inf")
             step = A.next_step(item, self.budget, llm=self.agents is not None, now=time.monotonic(),
                                run_tokens_left=left, llm_down=self.llm_down)
             if step.kind == "finish":
-                return loop.finish_item(item, step.reason, step.detail)
-            if loop.stopped:
-                return loop.finish_item(item, "host_stopped", loop.stopped)
-            if loop.out_of_budget():
-                return loop.finish_item(item, "budget", "the run's time budget was spent")
+                return state.finish_item(item, step.reason, step.detail)
+            if state.stopped:
+                return state.finish_item(item, "host_stopped", state.stopped)
+            if state.out_of_budget():
+                return state.finish_item(item, "budget", "the run's time budget was spent")
             if item.started is None:
                 item.started = time.monotonic()
             try:
@@ -78,46 +78,46 @@ class WorkerPhase:
                 elif step.kind == "review":
                     done = self._review(item)
                     if done is not None:
-                        return loop.finish_item(item, done.reason, done.detail)
+                        return state.finish_item(item, done.reason, done.detail)
                 else:
                     self._attempt(item)
             except LLMError as exc:
                 self.llm_down = "the LLM endpoint failed (%s): %s" % (exc.kind, str(exc)[:300])
-                loop.events.emit("llm_down", rule=item.short_id, error_kind=exc.kind, msg=str(exc)[:300])
+                ctx.events.emit("llm_down", rule=item.short_id, error_kind=exc.kind, msg=str(exc)[:300])
             except PromptError as exc:  # a user's template that cannot render fails every later call too
                 self.llm_down = "a prompt template failed: %s" % str(exc)[:300]
-                loop.events.emit("llm_down", rule=item.short_id, error_kind="prompt", msg=str(exc)[:300])
+                ctx.events.emit("llm_down", rule=item.short_id, error_kind="prompt", msg=str(exc)[:300])
 
     def _precheck(self, item: A.WorkItem) -> bool:
         """Evaluate the rule now, with its OVAL evidence; finish it when it no longer fails.
         Returns True when the Worker should go on."""
-        loop = self.loop
-        result, evidence = loop.runner.evaluate(item.rule, evidence=True, label="precheck")
+        ctx, state = self.ctx, self.state
+        result, evidence = ctx.runner.evaluate(item.rule, evidence=True, label="precheck")
         item.evidence = evidence
         if result == "fail":
             return True
         if result == "pass":
-            loop.finish_item(item, "verified", "passes now, after the other rules' fixes")
+            state.finish_item(item, "verified", "passes now, after the other rules' fixes")
         else:
-            loop.finish_item(item, "verify_error", "oscap result before the Worker started: %s" % result)
+            state.finish_item(item, "verify_error", "oscap result before the Worker started: %s" % result)
         return False
 
     # ------------------------------------------------------------------ the agents
     def _variables(self, item: A.WorkItem) -> dict:
         """The template variables of one rule: ``rule``, ``plan`` and ``skill_context`` (the
         skill's ``worker_context`` hook text, "" without one; asked once per rule)."""
-        rule = self.loop.catalog.rule(item.rule)
+        rule = self.ctx.catalog.rule(item.rule)
         data = {"id": rule.id, "short_id": rule.short_id, "title": rule.title, "severity": rule.severity,
                 "category": item.category, "identifiers": {k: list(v) for k, v in rule.identifiers.items()}}
         if item.rule not in self._skill_context:
-            said = self.loop.skill.call_hook("worker_context", dict(data), dict(self.agents.base.get("host") or {}),
-                                             log=lambda **kw: self.loop.events.emit("hook_failed", rule=rule.short_id, **kw))
+            said = self.ctx.skill.call_hook("worker_context", dict(data), dict(self.agents.base.get("host") or {}),
+                                             log=lambda **kw: self.ctx.events.emit("hook_failed", rule=rule.short_id, **kw))
             self._skill_context[item.rule] = str(said)[:2000] if said else ""
         return {"rule": data, "plan": item.plan or "", "skill_context": self._skill_context[item.rule]}
 
     def _lessons(self, item: A.WorkItem) -> tuple[str | None, list[str]]:
         """The memory block for this rule's prompts (None in shadow mode) and its lesson ids."""
-        memory = self.loop.memory
+        memory = self.ctx.memory
         if memory is None:
             return None, []
         block, ids = memory.lessons_for(item.rule, item.category)
@@ -126,8 +126,8 @@ class WorkerPhase:
         return block, ids
 
     def _plan(self, item: A.WorkItem) -> None:
-        loop = self.loop
-        sections, skipped = context.architect_sections(loop.catalog, item.rule, loop.profile.id, item, item.evidence,
+        ctx = self.ctx
+        sections, skipped = context.architect_sections(ctx.catalog, item.rule, ctx.profile.id, item, item.evidence,
                                                        self._lessons(item)[0])
         reply = self.agents.ask("architect", item.short_id, None, sections, skipped,
                                 dict(self._variables(item), mode="plan"))
@@ -137,12 +137,12 @@ class WorkerPhase:
             plan = "Make the OVAL check of %s pass, as the rule's description says." % item.short_id
         item.plan = plan
         item.plans.append(plan)
-        loop.events.emit("architect", rule=item.short_id, mode="plan", verdict="PLAN", plan=plan[:1000],
+        ctx.events.emit("architect", rule=item.short_id, mode="plan", verdict="PLAN", plan=plan[:1000],
                          tokens=reply.tokens, error=reply.error)
 
     def _review(self, item: A.WorkItem) -> A.Step | None:
-        loop = self.loop
-        sections, skipped = context.architect_sections(loop.catalog, item.rule, loop.profile.id, item, item.evidence,
+        ctx = self.ctx
+        sections, skipped = context.architect_sections(ctx.catalog, item.rule, ctx.profile.id, item, item.evidence,
                                                        self._lessons(item)[0])
         reply = self.agents.ask("architect", item.short_id, len(item.attempts), sections, skipped,
                                 dict(self._variables(item), mode="review"))
@@ -152,22 +152,22 @@ class WorkerPhase:
         else:
             verdict, plan = reply.answer.verdict, reply.answer.plan
         done = A.apply_review(item, verdict, plan)
-        loop.events.emit("architect", rule=item.short_id, attempt=len(item.attempts), mode="review",
+        ctx.events.emit("architect", rule=item.short_id, attempt=len(item.attempts), mode="review",
                          verdict=verdict, plan=(plan or item.plan or "")[:1000], review=item.reviews,
                          plateau=A.plateau(item), tokens=reply.tokens, error=reply.error,
                          outcome=done.reason if done else None)
         return done
 
     def _reflect(self, item: A.WorkItem, attempt: A.Attempt) -> None:
-        loop = self.loop
-        sections, skipped = context.reflector_sections(loop.catalog, item.rule, loop.profile.id, item, attempt)
+        ctx = self.ctx
+        sections, skipped = context.reflector_sections(ctx.catalog, item.rule, ctx.profile.id, item, attempt)
         reply = self.agents.ask("reflector", item.short_id, attempt.number, sections, skipped,
                                 dict(self._variables(item), attempt=attempt.number, verdict=attempt.verdict,
                                      reason=attempt.reason))
         item.tokens += reply.tokens
         attempt.tokens += reply.tokens
         if reply.answer is None:
-            loop.events.emit("reflection", rule=item.short_id, attempt=attempt.number, error=reply.error,
+            ctx.events.emit("reflection", rule=item.short_id, attempt=attempt.number, error=reply.error,
                              tokens=reply.tokens)
             return
         ans = reply.answer
@@ -177,33 +177,33 @@ class WorkerPhase:
         item.banned = (item.banned + [p for p in ans.banned if p not in item.banned])[-MAX_PATTERNS:]
         item.preferred = (item.preferred + [p for p in ans.preferred if p not in item.preferred])[-MAX_PATTERNS:]
         # a lesson candidate: it stays a candidate until an outcome confirms it (memory issue)
-        loop.events.emit("reflection", rule=item.short_id, attempt=attempt.number, diagnosis=ans.diagnosis[:1000],
+        ctx.events.emit("reflection", rule=item.short_id, attempt=attempt.number, diagnosis=ans.diagnosis[:1000],
                          lesson=lesson, banned=list(ans.banned), preferred=list(ans.preferred),
                          status="candidate", tokens=reply.tokens)
 
     # ------------------------------------------------------------------ one attempt
     def _attempt(self, item: A.WorkItem) -> None:
-        loop = self.loop
+        ctx, state = self.ctx, self.state
         started = time.monotonic()
         attempt = item.new_attempt(A.WORKER)
-        loop.events.emit("attempt_start", rule=item.short_id, attempt=attempt.number, source=A.WORKER,
+        ctx.events.emit("attempt_start", rule=item.short_id, attempt=attempt.number, source=A.WORKER,
                          plan=(item.plan or "")[:300])
         block, lesson_ids = self._lessons(item)
         tasks = self._ask_tasks(item, attempt, block)
         if tasks is not None:
-            loop.runner.run(item, attempt, tasks, trusted=False)
+            ctx.runner.run(item, attempt, tasks, trusted=False)
             if not attempt.verdict:
-                loop.runner.verify_one(item, attempt)
+                ctx.runner.verify_one(item, attempt)
             if A.needs_rollback(attempt):
-                loop.runner.roll_back(item, attempt)
-            loop.runner.close(item, attempt)
+                ctx.runner.roll_back(item, attempt)
+            ctx.runner.close(item, attempt)
         attempt.seconds = time.monotonic() - started
-        if loop.memory is not None:
+        if ctx.memory is not None:
             ran = attempt.tasks if attempt.report and not attempt.gate else None
-            loop.memory.saw(item.rule, item.category, attempt.number, lesson_ids, ran)
-        loop.events.emit("attempt_end", rule=item.short_id, attempt=attempt.number, **{
+            ctx.memory.saw(item.rule, item.category, attempt.number, lesson_ids, ran)
+        ctx.events.emit("attempt_end", rule=item.short_id, attempt=attempt.number, **{
             k: v for k, v in attempt.log_entry().items() if k != "attempt"})
-        terminal = attempt.verdict == A.PASSED or loop.stopped or attempt.reason == "probe_budget"
+        terminal = attempt.verdict == A.PASSED or state.stopped or attempt.reason == "probe_budget"
         if not terminal and self.agents is not None:
             self._reflect(item, attempt)
 
@@ -212,10 +212,10 @@ class WorkerPhase:
         PROBE_ROUNDS rounds and the rule's probe budget). ``lessons``: the memory block.
         Returns the task list, or None when the attempt ended before anything could run (its
         verdict then says why)."""
-        loop = self.loop
+        ctx = self.ctx
         outputs: list[str] = []
         for round_no in range(PROBE_ROUNDS + 1):
-            sections, skipped = context.worker_sections(loop.catalog, item.rule, loop.profile.id, item,
+            sections, skipped = context.worker_sections(ctx.catalog, item.rule, ctx.profile.id, item,
                                                         item.evidence, outputs, lessons)
             limits = {"probes_left": max(0, self.budget.probes - item.probes) if self.budget.probes else 99,
                       "attempts_left": max(0, self.budget.attempts - item.worker_attempts) if self.budget.attempts else 99}
@@ -270,7 +270,7 @@ class WorkerPhase:
     def _run_probes(self, item: A.WorkItem, attempt: A.Attempt, specs: t.Sequence[t.Any]) -> list[str]:
         """Run the Worker's read-only probes (within the budget) through the executor; return
         their formatted, capped outputs. Each probe is an event and counts toward the budget."""
-        loop = self.loop
+        ctx = self.ctx
         outputs = []
         for spec in list(specs)[:max(0, self.budget.probes - item.probes) if self.budget.probes else len(specs)]:
             item.probes += 1
@@ -280,14 +280,14 @@ class WorkerPhase:
                 task = probes.probe_task(spec)
             except (probes.ProbeRefused, TypeError, ValueError) as exc:
                 outputs.append("probe %s refused: %s" % (label, exc))
-                loop.events.emit("probe", rule=item.short_id, attempt=attempt.number, probe=label, refused=str(exc)[:300])
+                ctx.events.emit("probe", rule=item.short_id, attempt=attempt.number, probe=label, refused=str(exc)[:300])
                 continue
-            executor = TaskListExecutor(loop.action, loop.task_vars, trusted=False, policy=loop.gate_policy)
+            executor = TaskListExecutor(ctx.session, ctx.task_vars, trusted=False, policy=ctx.gate_policy)
             report = executor.run([task], keep_results=True)
             raw = report.results[0] if report.results else {"failed": True, "msg": report.refused or report.error}
             text = probes.format_probe_result(spec, raw)
             outputs.append("probe %s:\n%s" % (label, text))
-            loop.events.emit("probe", rule=item.short_id, attempt=attempt.number, probe=label, ok=report.ok,
+            ctx.events.emit("probe", rule=item.short_id, attempt=attempt.number, probe=label, ok=report.ok,
                              chars=len(text), refused=report.refused)
         return outputs
 

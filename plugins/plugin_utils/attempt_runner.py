@@ -21,7 +21,6 @@ from ansible_collections.scapforge.remediation.plugins.plugin_utils import attem
 from ansible_collections.scapforge.remediation.plugins.plugin_utils import health, outcomes, safety, task_gate
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.checkpoint import CheckpointError, paths_touched
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.executor import PackageFactsCache, TaskListExecutor
-from ansible_collections.scapforge.remediation.plugins.plugin_utils.scanner import CRASH_KINDS
 
 #: run after a dead-man restore of sshd's files: the restored file only counts once sshd reads it.
 RELOAD_SSHD = "systemctl reload ssh 2>/dev/null || systemctl reload sshd 2>/dev/null || true"
@@ -79,7 +78,7 @@ class AttemptRunner:
     """Runs, judges and undoes attempts on one host.
 
     action/task_vars: the running action plugin and its host's vars; catalog: the parsed
-    datastream; scanner: the run's ``Scanner``; checkpoints: a checkpoint provider
+    datastream; verifier: the run's ``_run.verifier.Verifier``; checkpoints: a checkpoint provider
     (``checkpoint.FilesProvider``); events: the run's ``EventLog``; gate_policy: the gate's
     policy for untrusted tasks; health_check: check a fresh login after each attempt;
     stop_host: called with a detail when the host can no longer be managed; want_evidence:
@@ -95,7 +94,7 @@ class AttemptRunner:
     ``changed`` turns True once an attempt changed the host.
     """
 
-    def __init__(self, action, task_vars: dict, catalog, scanner, checkpoints, events, gate_policy,
+    def __init__(self, action, task_vars: dict, catalog, verifier, checkpoints, events, gate_policy,
                  health_check: bool, stop_host: t.Callable[[str], None], want_evidence: bool = False,
                  progress=None, start: int = 1, parent=None, baseline=None, health_commands: t.Sequence[str] = (),
                  deadman_seconds: int = 600, home: str | None = None,
@@ -106,7 +105,7 @@ class AttemptRunner:
         self.classify = classify
         self.task_vars = task_vars
         self.catalog = catalog
-        self.scanner = scanner
+        self.verifier = verifier
         self.checkpoints = checkpoints
         self.events = events
         self.gate_policy = gate_policy
@@ -397,18 +396,9 @@ class AttemptRunner:
                  attempt: int | None = None) -> tuple[str, dict | None]:
         """Evaluate one rule (with the rules it requires) now: (result, OVAL evidence or None).
         The result is oscap's, or ``missing``, ``scan_failed`` or ``scanner_crash``."""
-        batch = self.catalog.expand_requires([rule_id])
-        result = self.scanner.scan(batch, evidence=evidence)
-        shorts = [safety.short_rule_id(r) for r in batch]
-        if result.get("failed"):
-            kind = result.get("error_kind", "oscap_error")
-            self.events.emit("verify", rule=safety.short_rule_id(rule_id), attempt=attempt, label=label, failed=True,
-                             error_kind=kind, msg=result.get("msg"), batch=shorts)
-            return ("scanner_crash" if kind in CRASH_KINDS else "scan_failed"), None
-        value = result.get("rules", {}).get(rule_id, "missing")
-        self.events.emit("verify", rule=safety.short_rule_id(rule_id), attempt=attempt, label=label, result=value,
-                         batch=shorts)
-        return value, (result.get("evidence") or {}).get(rule_id)
+        values, found, _result = self.verifier.check([rule_id], evidence=evidence, attempts={rule_id: attempt},
+                                                     label=label)
+        return values[rule_id], found.get(rule_id)
 
     def verify_one(self, item: A.WorkItem, attempt: A.Attempt) -> None:
         """Verify a Worker attempt on its own and give it its verdict."""
