@@ -111,7 +111,7 @@ class WorkerPhase:
                 "category": item.category, "identifiers": {k: list(v) for k, v in rule.identifiers.items()}}
         if item.rule not in self._skill_context:
             said = self.ctx.skill.call_hook("worker_context", dict(data), dict(self.agents.base.get("host") or {}),
-                                             log=lambda **kw: self.ctx.events.emit("hook_failed", rule=rule.short_id, **kw))
+                                            log=lambda **kw: self.ctx.events.emit("hook_failed", rule=rule.short_id, **kw))
             self._skill_context[item.rule] = str(said)[:2000] if said else ""
         return {"rule": data, "plan": item.plan or "", "skill_context": self._skill_context[item.rule]}
 
@@ -138,7 +138,7 @@ class WorkerPhase:
         item.plan = plan
         item.plans.append(plan)
         ctx.events.emit("architect", rule=item.short_id, mode="plan", verdict="PLAN", plan=plan[:1000],
-                         tokens=reply.tokens, error=reply.error)
+                        tokens=reply.tokens, error=reply.error)
 
     def _review(self, item: A.WorkItem) -> A.Step | None:
         ctx = self.ctx
@@ -153,9 +153,9 @@ class WorkerPhase:
             verdict, plan = reply.answer.verdict, reply.answer.plan
         done = A.apply_review(item, verdict, plan)
         ctx.events.emit("architect", rule=item.short_id, attempt=len(item.attempts), mode="review",
-                         verdict=verdict, plan=(plan or item.plan or "")[:1000], review=item.reviews,
-                         plateau=A.plateau(item), tokens=reply.tokens, error=reply.error,
-                         outcome=done.reason if done else None)
+                        verdict=verdict, plan=(plan or item.plan or "")[:1000], review=item.reviews,
+                        plateau=A.plateau(item), tokens=reply.tokens, error=reply.error,
+                        outcome=done.reason if done else None)
         return done
 
     def _reflect(self, item: A.WorkItem, attempt: A.Attempt) -> None:
@@ -168,7 +168,7 @@ class WorkerPhase:
         attempt.tokens += reply.tokens
         if reply.answer is None:
             ctx.events.emit("reflection", rule=item.short_id, attempt=attempt.number, error=reply.error,
-                             tokens=reply.tokens)
+                            tokens=reply.tokens)
             return
         ans = reply.answer
         lesson = {"cue": ans.lesson.cue, "action": ans.lesson.action} if ans.lesson else None
@@ -178,8 +178,8 @@ class WorkerPhase:
         item.preferred = (item.preferred + [p for p in ans.preferred if p not in item.preferred])[-MAX_PATTERNS:]
         # a lesson candidate: it stays a candidate until an outcome confirms it (memory issue)
         ctx.events.emit("reflection", rule=item.short_id, attempt=attempt.number, diagnosis=ans.diagnosis[:1000],
-                         lesson=lesson, banned=list(ans.banned), preferred=list(ans.preferred),
-                         status="candidate", tokens=reply.tokens)
+                        lesson=lesson, banned=list(ans.banned), preferred=list(ans.preferred),
+                        status="candidate", tokens=reply.tokens)
 
     # ------------------------------------------------------------------ one attempt
     def _attempt(self, item: A.WorkItem) -> None:
@@ -187,7 +187,7 @@ class WorkerPhase:
         started = time.monotonic()
         attempt = item.new_attempt(A.WORKER)
         ctx.events.emit("attempt_start", rule=item.short_id, attempt=attempt.number, source=A.WORKER,
-                         plan=(item.plan or "")[:300])
+                        plan=(item.plan or "")[:300])
         block, lesson_ids = self._lessons(item)
         tasks = self._ask_tasks(item, attempt, block)
         if tasks is not None:
@@ -288,7 +288,7 @@ class WorkerPhase:
             text = probes.format_probe_result(spec, raw)
             outputs.append("probe %s:\n%s" % (label, text))
             ctx.events.emit("probe", rule=item.short_id, attempt=attempt.number, probe=label, ok=report.ok,
-                             chars=len(text), refused=report.refused)
+                            chars=len(text), refused=report.refused)
         return outputs
 
 

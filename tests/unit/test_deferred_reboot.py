@@ -11,7 +11,10 @@ from ansible_collections.scapforge.remediation.plugins.plugin_utils import attem
 from ansible_collections.scapforge.remediation.plugins.plugin_utils import outcomes, skills, task_gate
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.executor import LOOP_ACTIONS, TaskListExecutor
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.console import ConsoleProgress
-from ansible_collections.scapforge.remediation.plugins.plugin_utils.loop import LoopOptions, RemediationLoop
+from ansible_collections.scapforge.remediation.plugins.plugin_utils.loop import LoopOptions
+from ansible_collections.scapforge.remediation.plugins.plugin_utils._run.deferred import DeferredPhase
+from ansible_collections.scapforge.remediation.plugins.plugin_utils._run.state import RunState, Sinks
+from ansible_collections.scapforge.remediation.plugins.plugin_utils._run.verifier import Verifier
 
 R = "xccdf_org.ssgproject.content_rule_"
 
@@ -56,7 +59,7 @@ def test_the_executor_runs_only_the_loops_own_actions():
     assert task_gate.validate([{"ansible.builtin.fetch": {"src": "/etc/shadow", "dest": "/tmp/x"}}], trusted=True)
 
 
-# -- RemediationLoop._settle_deferred with the host replaced by stubs ------------------------
+# -- DeferredPhase with the host replaced by stubs --------------------------------------------
 class _Events:
     def __init__(self):
         self.seen = []
@@ -65,46 +68,66 @@ class _Events:
         self.seen.append((event, data))
 
 
+class _Harness:
+    """A DeferredPhase over a real RunState and Verifier, with the scanner and the reboot stubbed."""
+
+    def __init__(self, allow_reboot, check_mode, reboot_problem, scan, skill_root):
+        self.events = _Events()
+        self.screen = []  # the console's progress lines
+        console = ConsoleProgress("lab1", types.SimpleNamespace(display=self.screen.append,
+                                                                verbose=lambda msg, caplevel=0: None))
+        catalog = types.SimpleNamespace(expand_requires=list, rule=lambda rule_id: types.SimpleNamespace(
+            short_id=rule_id[len(R):], group_path=("kernel",)))
+        skill = skills.load_skill(skill_root[1], root=skill_root[0]) if skill_root else skills.load_skill("anssi-debian12")
+        self.scanned, self.reboots = [], []
+
+        def fake_scan(rules, evidence=False):
+            self.scanned.append(list(rules))
+            return scan if scan is not None else {"rules": {R + "a": "pass", R + "b": "fail"}}
+
+        self.state = RunState(Sinks(self.events, console), lambda rule_id: "kernel")
+        ctx = types.SimpleNamespace(
+            opts=LoopOptions(datastream="ds", profile="p", allow_reboot=allow_reboot), check_mode=check_mode,
+            parent=types.SimpleNamespace(check=lambda: None), skill=skill, emit=self.events.emit,
+            verifier=Verifier(types.SimpleNamespace(scan=fake_scan), catalog, self.events))
+        self.phase = DeferredPhase(ctx, self.state)
+
+        def fake_reboot(rules):
+            self.reboots.append(list(rules))
+            self.state.rebooted = {"rules": rules, "seconds": 12.5, "ok": reboot_problem is None,
+                                   "detail": reboot_problem or ""}
+            return reboot_problem
+
+        self.phase._reboot = fake_reboot
+        self.state.outcomes.update({
+            R + "a": outcomes.RuleOutcome.of(R + "a", "reboot_required", attempts=1, modules=["ansible.posix.sysctl"],
+                                             attempt_log=[{"attempt": 1, "verdict": "ineffective"}]),
+            R + "b": outcomes.RuleOutcome.of(R + "b", "reboot_required", attempts=1),
+            R + "c": outcomes.RuleOutcome.of(R + "c", "verified", attempts=1),
+        })
+
+    @property
+    def outcomes(self):
+        return self.state.outcomes
+
+    @outcomes.setter
+    def outcomes(self, value):
+        self.state.outcomes = value
+
+    @property
+    def stopped(self):
+        return self.state.stopped
+
+    @stopped.setter
+    def stopped(self, value):
+        self.state.stopped = value
+
+    def _settle_deferred(self):
+        self.phase.run()
+
+
 def _loop(allow_reboot=True, check_mode=False, reboot_problem=None, scan=None, skill_root=None):
-    loop = RemediationLoop.__new__(RemediationLoop)
-    loop.opts = LoopOptions(datastream="ds", profile="p", allow_reboot=allow_reboot)
-    loop.check_mode = check_mode
-    loop.stopped = None
-    loop.rebooted = None
-    loop.memory = None
-    loop.items = {}
-    loop.events = _Events()
-    loop.screen = []  # the console's progress lines
-    loop.console = ConsoleProgress("lab1", types.SimpleNamespace(display=loop.screen.append,
-                                                                 verbose=lambda msg, caplevel=0: None))
-    loop.progress = types.SimpleNamespace(append=lambda *a, **k: None)
-    loop.parent = types.SimpleNamespace(check=lambda: None)
-    loop.catalog = types.SimpleNamespace(expand_requires=list,
-                                         rule=lambda rule_id: types.SimpleNamespace(
-                                             short_id=rule_id[len(R):], group_path=("kernel",)))
-    loop.skill = skills.load_skill(skill_root[1], root=skill_root[0]) if skill_root else skills.load_skill("anssi-debian12")
-    loop.scanned = []
-
-    def fake_scan(rules, evidence=False):
-        loop.scanned.append(list(rules))
-        return scan if scan is not None else {"rules": {R + "a": "pass", R + "b": "fail"}}
-
-    loop.scanner = types.SimpleNamespace(scan=fake_scan)
-    loop.reboots = []
-
-    def fake_reboot(rules):
-        loop.reboots.append(list(rules))
-        loop.rebooted = {"rules": rules, "seconds": 12.5, "ok": reboot_problem is None, "detail": reboot_problem or ""}
-        return reboot_problem
-
-    loop._reboot = fake_reboot
-    loop.outcomes = {
-        R + "a": outcomes.RuleOutcome.of(R + "a", "reboot_required", attempts=1, modules=["ansible.posix.sysctl"],
-                                         attempt_log=[{"attempt": 1, "verdict": "ineffective"}]),
-        R + "b": outcomes.RuleOutcome.of(R + "b", "reboot_required", attempts=1),
-        R + "c": outcomes.RuleOutcome.of(R + "c", "verified", attempts=1),
-    }
-    return loop
+    return _Harness(allow_reboot, check_mode, reboot_problem, scan, skill_root)
 
 
 def test_allowed_reboot_happens_once_and_verifies_exactly_the_deferred_rules():

@@ -65,12 +65,12 @@ def test_a_batch_judges_shared_files_by_what_the_tasks_ran_to_change_not_by_what
     """A file saved ahead for a task that then did not run is no reason to keep a failed fix
     instead of rolling it back; an attempt recorded before ``changing`` existed keeps ``covered``."""
     from ansible_collections.scapforge.remediation.plugins.plugin_utils import attempts as A
-    from ansible_collections.scapforge.remediation.plugins.plugin_utils.loop import _covered
+    from ansible_collections.scapforge.remediation.plugins.plugin_utils._run.decisions import covered
 
     attempt = A.Attempt(number=1, source="vendor")
     attempt.checkpoint = {"covered": ["/etc/sysctl.conf", "/etc/yum.conf"], "changing": ["/etc/sysctl.conf"]}
-    assert _covered(attempt) == {"/etc/sysctl.conf"}
+    assert covered(attempt.checkpoint) == {"/etc/sysctl.conf"}
     attempt.checkpoint = {"covered": ["/etc/login.defs"]}
-    assert _covered(attempt) == {"/etc/login.defs"}
+    assert covered(attempt.checkpoint) == {"/etc/login.defs"}
     attempt.checkpoint = None
-    assert _covered(attempt) == set()
+    assert covered(attempt.checkpoint) == set()

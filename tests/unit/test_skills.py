@@ -206,7 +206,8 @@ def test_a_worker_context_hook_reaches_the_prompt_and_a_raising_one_is_skipped(t
         item = vendor_failed()
         if rule == "boom":
             loop.catalog = _Renamed(catalog, "boom")
-        WorkerPhase(loop, agents, A.Budget(attempts=2)).run(item)
+        loop.agents, loop.token_ledger = agents, None
+        WorkerPhase(loop, loop, A.Budget(attempts=2)).run(item)
         assert [v["skill_context"] for v in agents.variables] == [expected, expected]
         failed = [(e["rule"], e["data"]) for e in read_events(str(run_dir / "events.jsonl")) if e["event"] == "hook_failed"]
         assert failed == ([] if expected else [("boom", {"name": "worker_context",

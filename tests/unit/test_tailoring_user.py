@@ -18,7 +18,8 @@ from ansible_collections.scapforge.remediation.plugins.plugin_utils.host_setup i
     load_tailoring,
     resolve_profile,
 )
-from ansible_collections.scapforge.remediation.plugins.plugin_utils.loop import LoopOptions, RemediationLoop
+from ansible_collections.scapforge.remediation.plugins.plugin_utils.loop import LoopOptions
+from ansible_collections.scapforge.remediation.plugins.plugin_utils._run import setup
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.tailoring import build_tailoring
 
 from test_tailoring import debian12_datastream
@@ -210,11 +211,21 @@ def test_merge_keeps_the_users_changes_and_adds_the_extra_rules(cat, site):
     assert again.value("sshd_max_auth_tries_value", pid) == "2"
 
 
+class _Setup:
+    """The setup step's tailoring helpers for one catalog view and profile."""
+
+    def __init__(self, view, profile_id):
+        self.catalog, self.profile = view, resolve_profile(view, profile_id)
+
+    def _scan_tailoring(self, outside):
+        return setup._scan_tailoring(self.catalog, self.profile, outside)
+
+    def _tailoring_record(self, scan_profile):
+        return setup.tailoring_record(self.catalog, self.profile, scan_profile)
+
+
 def _loop(view, profile_id):
-    """A RemediationLoop with only what its tailoring helpers read."""
-    loop = RemediationLoop.__new__(RemediationLoop)
-    loop.catalog, loop.profile = view, resolve_profile(view, profile_id)
-    return loop
+    return _Setup(view, profile_id)
 
 
 def test_every_scan_uses_the_users_tailoring(cat, site):

@@ -34,6 +34,12 @@ def catalog():
     return Catalog.from_path(path)
 
 
+def _phase(loop, agents, budget):
+    """The FakeLoop plays the run's context (with its runner) and state at once."""
+    loop.agents, loop.token_ledger = agents, None
+    return WorkerPhase(loop, loop, budget)
+
+
 class FakeProfile:
     id = PROFILE
 
@@ -140,7 +146,7 @@ def test_vendor_refused_failed_pivot_remediated(catalog, tmp_path):
         "architect_review": [{"verdict": "PIVOT", "plan": "use ansible.builtin.replace on OwnerMode"}],
     })
     item = vendor_failed()
-    WorkerPhase(loop, agents, A.Budget(attempts=5, review_every=3)).run(item)
+    _phase(loop, agents, A.Budget(attempts=5, review_every=3)).run(item)
     assert agents.calls == ["architect_plan", "worker", "reflector", "worker", "reflector", "architect_review", "worker"]
     assert loop.finished[RULE] == ("verified", "", ["failed", "refused", "failed", "passed"])
     assert loop.rollbacks == [3]  # the refused attempt ran nothing; the failed one was undone
@@ -163,7 +169,7 @@ def test_a_banned_pattern_is_refused_before_the_host_sees_it(catalog, tmp_path):
         "architect_review": [{"verdict": "ESCALATE", "plan": "needs a human"}],
     })
     item = vendor_failed()
-    WorkerPhase(loop, agents, A.Budget(attempts=2)).run(item)
+    _phase(loop, agents, A.Budget(attempts=2)).run(item)
     assert item.attempts[2].verdict == "refused"
     assert "which the Reflector banned" in item.attempts[2].gate
     assert loop.finished[RULE][0] == "attempt_budget"
@@ -189,7 +195,7 @@ def test_escalate_and_meta_plateau(catalog, tmp_path):
         "architect_review": [{"verdict": "PIVOT", "plan": "Plan B, quite another idea"}, {"verdict": "PIVOT", "plan": "plan a"}],
     })
     item = A.WorkItem(RULE)
-    WorkerPhase(loop, agents, A.Budget(attempts=9)).run(item)
+    _phase(loop, agents, A.Budget(attempts=9)).run(item)
     # no_effect twice is a plateau: review after attempts 2 and 4; the second goes back to plan A
     assert agents.calls.count("architect_review") == 2
     reason, detail, verdicts = loop.finished[RULE]
@@ -200,7 +206,7 @@ def test_escalate_and_meta_plateau(catalog, tmp_path):
     agents = FakeAgents({"architect_plan": [{"verdict": "PLAN", "plan": "A"}], "worker": [noop] * 2,
                          "reflector": [REFLECTION] * 2,
                          "architect_review": [{"verdict": "ESCALATE", "plan": "the container has no auditd"}]})
-    WorkerPhase(loop, agents, A.Budget()).run(A.WorkItem(RULE))
+    _phase(loop, agents, A.Budget()).run(A.WorkItem(RULE))
     assert loop.finished[RULE][0] == "architect_escalate"
     assert "the container has no auditd" in loop.finished[RULE][1]
 
@@ -208,7 +214,7 @@ def test_escalate_and_meta_plateau(catalog, tmp_path):
 def test_a_rule_that_passes_now_is_not_worked(catalog, tmp_path):
     loop = FakeLoop(catalog, tmp_path, results=["pass"])
     agents = FakeAgents({})
-    WorkerPhase(loop, agents, A.Budget()).run(vendor_failed())
+    _phase(loop, agents, A.Budget()).run(vendor_failed())
     assert agents.calls == []
     assert loop.finished[RULE][0] == "verified"
     assert "after the other rules' fixes" in loop.finished[RULE][1]
@@ -219,7 +225,7 @@ def test_junk_answers_are_refused_attempts_until_the_budget(catalog, tmp_path):
     agents = FakeAgents({"architect_plan": ["not json at all"], "worker": ["", "x" * 70000],
                          "reflector": [REFLECTION, REFLECTION]})
     item = A.WorkItem(RULE)
-    WorkerPhase(loop, agents, A.Budget(attempts=2)).run(item)
+    _phase(loop, agents, A.Budget(attempts=2)).run(item)
     assert [a.verdict for a in item.attempts] == ["refused", "refused"]
     assert "unusable" in item.attempts[0].gate and "too large" in item.attempts[1].gate
     assert loop.finished[RULE][0] == "attempt_budget"
@@ -229,7 +235,7 @@ def test_junk_answers_are_refused_attempts_until_the_budget(catalog, tmp_path):
 def test_an_endpoint_that_fails_ends_this_rule_and_the_next_without_calls(catalog, tmp_path):
     loop = FakeLoop(catalog, tmp_path)
     agents = FakeAgents({"architect_plan": [LLMError("connection", "connection refused")]})
-    phase = WorkerPhase(loop, agents, A.Budget())
+    phase = _phase(loop, agents, A.Budget())
     phase.run(A.WorkItem(RULE))
     other = "xccdf_org.ssgproject.content_rule_set_password_hashing_algorithm_logindefs"
     phase.run(A.WorkItem(other))
@@ -239,7 +245,7 @@ def test_an_endpoint_that_fails_ends_this_rule_and_the_next_without_calls(catalo
 
 def test_without_agents_nothing_is_asked(catalog, tmp_path):
     loop = FakeLoop(catalog, tmp_path)
-    phase = WorkerPhase(loop, None, A.Budget())
+    phase = _phase(loop, None, A.Budget())
     phase.run(A.WorkItem(RULE))
     phase.run(vendor_failed("xccdf_org.ssgproject.content_rule_aide_verify_ext_attributes"))
     assert loop.finished[RULE][0] == "llm_unavailable"

@@ -123,3 +123,6 @@ class ActionSession:
             self._action._remove_tmp_path(self._action._connection._shell.tmpdir)
         except Exception:
             pass
+
+    def __getattr__(self, name: str) -> t.Any:  # TRANSITIONAL: removed once every caller uses the session
+        return getattr(self._action, name)

@@ -53,7 +53,7 @@ class RemediationLoop:
         """Run the host and return its report. Raises LoopError when the run cannot start
         (content, profile, LLM endpoint, baseline scan)."""
         ctx, state = self.ctx, self.state = setup.build(self.session, self.opts, self.events, self.console,
-                                                         self.progress, self.parent, self.started)
+                                                        self.progress, self.parent, self.started)
         self.events.emit("run_start", **setup.run_start_fields(ctx, time.monotonic() - self.started))
         arf = ArfStore(ctx, state.arf)
         vendor, worker = VendorPhase(ctx, state), WorkerPhase(ctx, state, ctx.opts.budget)
