@@ -9,6 +9,7 @@ from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.scapforge.remediation.plugins.plugin_utils import deps
+from ansible_collections.scapforge.remediation.plugins.plugin_utils._host.session import ActionSession
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.memory import admin
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.memory.errors import MemoryStoreError
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.memory.store import DEFAULT_LOCK_TIMEOUT
@@ -30,7 +31,7 @@ class ActionModule(ActionBase):
         result = super().run(tmp, task_vars)
         _validation, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
         try:
-            merged = admin.merge_stores(args["src"], args["dest"], check=self._task.check_mode,
+            merged = admin.merge_stores(args["src"], args["dest"], check=ActionSession(self, task_vars or {}).check_mode,
                                         lock_timeout=args["lock_timeout"])
         except MemoryStoreError as exc:
             raise AnsibleActionFail("cannot merge memory store %s into %s: %s" % (args["src"], args["dest"], exc))

@@ -239,7 +239,8 @@ class WorkerPhase:
             outputs.extend(self._run_probes(item, attempt, answer.probes or []))
         return None
 
-    def _refuse(self, attempt: A.Attempt, why: str, reason: str = "fix_refused") -> None:
+    def _refuse(self, attempt: A.Attempt, why: str, reason: str = "fix_refused") -> list | None:
+        """Refuse the attempt before anything runs; no tasks (None) for the caller to return."""
         attempt.gate = why
         attempt.verdict, attempt.reason = A.REFUSED, reason
         attempt.detail = why[:500]

@@ -94,13 +94,13 @@ class AttemptRunner:
     ``changed`` turns True once an attempt changed the host.
     """
 
-    def __init__(self, action, task_vars: dict, catalog, verifier, checkpoints, events, gate_policy,
+    def __init__(self, session, task_vars: dict, catalog, verifier, checkpoints, events, gate_policy,
                  health_check: bool, stop_host: t.Callable[[str], None], want_evidence: bool = False,
                  progress=None, start: int = 1, parent=None, baseline=None, health_commands: t.Sequence[str] = (),
                  deadman_seconds: int = 600, home: str | None = None,
                  classify: t.Callable[[str, str], str | None] | None = None,
                  facts_cache: PackageFactsCache | None = None) -> None:
-        self.action = action
+        self.session = session
         self.facts_cache = facts_cache
         self.classify = classify
         self.task_vars = task_vars
@@ -230,7 +230,7 @@ class AttemptRunner:
             cover_with_named(full, shallow)  # on failure each item saves its own files before it runs
 
         attempt.tasks = tasks
-        executor = TaskListExecutor(self.action, self.task_vars, trusted=trusted,
+        executor = TaskListExecutor(self.session, self.task_vars, trusted=trusted,
                                     policy=None if trusted else self.gate_policy, before_change=before_change,
                                     facts_cache=self.facts_cache, diff=True,
                                     cover_ahead=cover_ahead if trusted else None)
@@ -309,7 +309,7 @@ class AttemptRunner:
         short = item.short_id
         findings = [f for f in attempt.side_effects if f.get("kind") == "sensitive_file"]
         if findings and self.baseline is not None:  # a chown through a symlink: no checkpoint covered it
-            undone = health.undo_sensitive_changes(self.action, findings, self.baseline)
+            undone = health.undo_sensitive_changes(self.session, findings, self.baseline)
             self.events.emit("side_effects_undone", rule=short, attempt=attempt.number, **undone)
         restored = self.roll_back(item, attempt)
         by = "restore"
@@ -355,12 +355,12 @@ class AttemptRunner:
         failed since, the user's ``scapforge_health_commands``) and the side effects beyond
         the rule (login shells, owner and mode of sensitive files, files ``created`` whose
         mode the umask decided): ``plugin_utils.health``."""
-        status = health.check_host(self.action)
+        status = health.check_host(self.session)
         if status.healthy and changed and item is not None and item.category == "ssh":
-            status = health.check_sshd_config(self.action)
+            status = health.check_sshd_config(self.session)
         if not status.healthy or self.baseline is None:
             return status
-        after = health.check_after(self.action, self.baseline, self.health_commands, created=sorted(created))
+        after = health.check_after(self.session, self.baseline, self.health_commands, created=sorted(created))
         if after.healthy:
             after.detail = "%s; %s" % (status.detail, after.detail) if after.detail else status.detail
         return after

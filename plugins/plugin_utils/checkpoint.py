@@ -274,7 +274,7 @@ def _check_id(checkpoint_id: str) -> str:
 
 class FilesProvider(CheckpointProvider):
     """Checkpoints of files, directories and symlinks, kept on the target by the module
-    ``scapforge.remediation.checkpoint`` (run through ``action._execute_module`` on the
+    ``scapforge.remediation.checkpoint`` (run through ``session.execute_module`` on the
     action's own connection and become, as :mod:`.scanner` runs oscap_eval).
 
     action: the running ActionBase; task_vars: its task vars. root: directory of the
@@ -287,15 +287,15 @@ class FilesProvider(CheckpointProvider):
 
     name = 'files'
 
-    def __init__(self, action, task_vars: dict, root: str = DEFAULT_ROOT, options: dict | None = None):
-        self.action = action
+    def __init__(self, session, task_vars: dict, root: str = DEFAULT_ROOT, options: dict | None = None):
+        self.session = session
         self.task_vars = task_vars or {}
         self.root = root
         self.options = dict(options or {})
 
     @property
     def check_mode(self) -> bool:
-        return bool(getattr(self.action._task, 'check_mode', False))
+        return bool(self.session.check_mode)
 
     def open(self, checkpoint_id: str) -> 'FilesCheckpoint':
         return FilesCheckpoint(self, _check_id(checkpoint_id))
@@ -308,7 +308,7 @@ class FilesProvider(CheckpointProvider):
         args = dict(args, root=self.root)
         started = time.monotonic()
         try:
-            result = self.action._execute_module(module_name=MODULE, module_args=args, task_vars=self.task_vars,
+            result = self.session.execute_module(name=MODULE, args=args, task_vars=self.task_vars,
                                                  wrap_async=False)
         except AnsibleError as ex:
             raise CheckpointError('checkpoint %s %s: %s' % (args.get('id'), args.get('state'), ex), 'connection')
@@ -513,7 +513,7 @@ def _need_command(options: dict, key: str, provider: str) -> str:
 
 class CommandProvider(CheckpointProvider):
     """Checkpoints made by the user's own commands, run on the target through the action's
-    connection (``_low_level_execute_command``, with become unless ``become: false``).
+    connection (``session.run_command``, with become unless ``become: false``).
 
     snapshot: taken once, before the first change of an attempt (e.g. ``lvcreate -s -n
       scapforge-{id} -L 2G vg0/root``, ``virsh snapshot-create-as ...`` through a helper,
@@ -528,7 +528,7 @@ class CommandProvider(CheckpointProvider):
 
     name = 'command'
 
-    def __init__(self, action, task_vars: dict, snapshot: str | None = None, restore: str | None = None,
+    def __init__(self, session, task_vars: dict, snapshot: str | None = None, restore: str | None = None,
                  verify: str | None = None, discard: str | None = None, timeout: int = 600, become: bool = True):
         options = {'snapshot': snapshot, 'restore': restore, 'verify': verify}
         self.snapshot = _need_command(options, 'snapshot', self.name)
@@ -542,12 +542,12 @@ class CommandProvider(CheckpointProvider):
                                   'bad_options')
         self.timeout = timeout
         self.become = bool(become)
-        self.action = action
+        self.session = session
         self.task_vars = task_vars or {}
 
     @property
     def check_mode(self) -> bool:
-        return bool(getattr(self.action._task, 'check_mode', False))
+        return bool(self.session.check_mode)
 
     def open(self, checkpoint_id: str) -> 'CommandCheckpoint':
         return CommandCheckpoint(self, _check_id(checkpoint_id))
@@ -560,7 +560,7 @@ class CommandProvider(CheckpointProvider):
         wrapped = 'timeout -k 10 %d /bin/sh -c %s 2>&1' % (self.timeout, shlex.quote(command))
         started = time.monotonic()
         try:
-            res = self.action._low_level_execute_command(wrapped, sudoable=self.become)
+            res = self.session.run_command(wrapped, sudoable=self.become)
         except AnsibleError as ex:
             raise CheckpointError('checkpoint %s %s command: %s' % (checkpoint_id, what, ex), 'connection')
         rc = res.get('rc')
@@ -670,7 +670,7 @@ class LabProvider(CheckpointProvider):
     name = 'lab'
     DEFAULT_RESTORE = '{python} lab/lab.py reset {host}'
 
-    def __init__(self, action, task_vars: dict, restore_command: str = DEFAULT_RESTORE,
+    def __init__(self, session, task_vars: dict, restore_command: str = DEFAULT_RESTORE,
                  snapshot_command: str | None = None, cwd: str | None = None, timeout: int = 600,
                  verify: t.Callable | None = None):
         self.restore_command = _need_command({'restore_command': restore_command}, 'restore_command', self.name)
@@ -682,7 +682,7 @@ class LabProvider(CheckpointProvider):
             raise CheckpointError('the lab checkpoint provider: timeout must be a positive number of seconds',
                                   'bad_options')
         self.timeout = timeout
-        self.action = action
+        self.session = session
         self.task_vars = task_vars or {}
         if verify is None:
             from ansible_collections.scapforge.remediation.plugins.plugin_utils import health
@@ -691,7 +691,7 @@ class LabProvider(CheckpointProvider):
 
     @property
     def check_mode(self) -> bool:
-        return bool(getattr(self.action._task, 'check_mode', False))
+        return bool(self.session.check_mode)
 
     def open(self, checkpoint_id: str) -> 'LabCheckpoint':
         return LabCheckpoint(self, _check_id(checkpoint_id))
@@ -763,13 +763,11 @@ class LabCheckpoint(Checkpoint):
         if call['rc'] != 0:
             mismatches.append('restore command exited %s: %s' % (call['rc'], call['output']))
         else:
-            connection = getattr(self._provider.action, '_connection', None)
             try:  # the run's persistent connection went down with the host
-                if connection is not None:
-                    connection.reset()
-            except Exception:  # noqa: BLE001 - a dead ControlMaster is expected here
+                self._provider.session.parts().connection.reset()
+            except Exception:  # noqa: BLE001 - a dead ControlMaster (or a session without one) is expected here
                 pass
-            check = self._provider.verify(self._provider.action)
+            check = self._provider.verify(self._provider.session)
             self.calls.append({'what': 'verify', 'healthy': bool(check.healthy), 'detail': check.detail})
             detail += '; %s' % check.detail
             if not check.healthy:
@@ -800,7 +798,7 @@ PROVIDER_OPTIONS: dict[str, tuple[str, ...]] = {
 }
 
 
-def make_provider(name: str, action, task_vars: dict, options: dict | None = None) -> CheckpointProvider:
+def make_provider(name: str, session, task_vars: dict, options: dict | None = None) -> CheckpointProvider:
     """The provider ``name`` (a key of PROVIDERS) for one host, with ``options`` (a dict, e.g.
     the role's provider options): files - root, max_file_bytes, max_total_bytes,
     max_entries, link_targets; command - snapshot, restore, verify, discard, timeout,
@@ -818,8 +816,8 @@ def make_provider(name: str, action, task_vars: dict, options: dict | None = Non
                               % (name, ', '.join(unknown), ', '.join(PROVIDER_OPTIONS[name])), 'bad_options')
     if name == 'files':
         root = options.pop('root', None) or DEFAULT_ROOT
-        return FilesProvider(action, task_vars, root=root, options=options)
-    return PROVIDERS[name](action, task_vars, **options)
+        return FilesProvider(session, task_vars, root=root, options=options)
+    return PROVIDERS[name](session, task_vars, **options)
 
 
 # ====================================================================== what a task touches

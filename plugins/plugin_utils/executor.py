@@ -7,7 +7,7 @@ evaluated by Ansible's own classes: ``Block``/``Task`` loading (which uses
 ModuleArgsParser), plugin routing for module names, the template engine (2.19+) for
 arguments, loops and ``when``/``failed_when``/``changed_when``, the action loader for
 every task (controller-side action plugins such as copy/template/set_fact/package/
-command, and ``ansible.legacy.normal`` -> ``_execute_module`` for plain modules), exactly
+command, and ``ansible.legacy.normal`` -> the module itself for plain modules), exactly
 as ``TaskExecutor`` picks a handler. What differs between ansible-core 2.19, 2.20 and 2.21
 (conditionals, action exceptions, register, where an action's variables go) is behind
 :mod:`.ansible_private`.  Check mode reaches a module only through the Task
@@ -221,8 +221,8 @@ def _result_message(result: dict) -> str:
 class TaskListExecutor:
     """Run task lists on the host of a running action plugin, with Ansible's own machinery.
 
-    action: the running ActionBase (its _task, _connection, _play_context, _loader,
-      _templar and _shared_loader_obj are used; its own Task is never modified).
+    session: the run's ``_host.session.HostSession`` (its Ansible objects, ``parts()``, load
+      and run the tasks; the running task itself is never modified).
     task_vars: the host's task vars as the action received them (facts, hostvars...).
     trusted: True only for vendor content the controller trusts (see module docstring).
     policy: the gate's ``task_gate.GatePolicy`` for untrusted lists (connecting user, module
@@ -246,11 +246,11 @@ class TaskListExecutor:
     facts) do not leak into the next.
     """
 
-    def __init__(self, action, task_vars: dict, trusted: bool, policy: t.Any = None,
+    def __init__(self, session, task_vars: dict, trusted: bool, policy: t.Any = None,
                  before_change: t.Callable[[str, dict], str | None] | None = None,
                  facts_cache: PackageFactsCache | None = None, diff: bool = False,
                  cover_ahead: t.Callable[[list], None] | None = None):
-        self._action = action
+        self._session = session
         self._diff = bool(diff)
         self._facts_cache = facts_cache
         self._task_vars = task_vars or {}
@@ -260,9 +260,9 @@ class TaskListExecutor:
         self._cover_ahead = cover_ahead
         self._hook_seconds = 0.0  # spent in before_change so far (not a task's own time)
         self._keep_results = False
-        self._loader = action._loader
-        self._shared = action._shared_loader_obj
-        base_check = getattr(action._task, 'check_mode', False)
+        self._data_loader = session.parts().loader
+        self._shared = session.parts().shared_loader_obj
+        base_check = session.check_mode
         self._force_check = bool(base_check) and base_check is not None
 
     # ----------------------------------------------------------------- public API
@@ -301,7 +301,7 @@ class TaskListExecutor:
             play = self._play()
             # Each entry sits in an explicit block with ignore_errors false, so a play-level
             # ignore_errors cannot hide a failed fix; module_defaults/environment of the play apply.
-            blocks = [Block.load({'block': [ds], 'ignore_errors': False}, play=play, loader=self._loader)
+            blocks = [Block.load({'block': [ds], 'ignore_errors': False}, play=play, loader=self._data_loader)
                       for ds in ds_list]
         except AnsibleError as ex:
             return ExecutionReport.refusal(task_gate._error_text(ex))
@@ -330,7 +330,7 @@ class TaskListExecutor:
             raise ValueError('%r is not an action the loop runs itself (%s)' % (name, ', '.join(sorted(LOOP_ACTIONS))))
         ds = {'name': task_name or name, name: dict(args)}
         try:
-            block = Block.load({'block': [ds], 'ignore_errors': False}, play=self._play(), loader=self._loader)
+            block = Block.load({'block': [ds], 'ignore_errors': False}, play=self._play(), loader=self._data_loader)
         except AnsibleError as ex:
             return dict(failed=True, changed=False, msg=task_gate._error_text(ex))
         run_vars = dict(self._task_vars)
@@ -344,7 +344,7 @@ class TaskListExecutor:
         """The calling task's Play (module_defaults, action groups, play keywords), else an empty Play."""
         play = None
         try:
-            play = self._action._task.get_play()
+            play = self._session.parts().task.get_play()
         except AttributeError:
             play = None
         if play is None:
@@ -427,7 +427,7 @@ class TaskListExecutor:
 
     def _engine(self, variables: dict):
         # the engine Task/TaskExecutor use
-        return ansible_private.TemplateEngine(loader=self._loader, variables=variables)
+        return ansible_private.TemplateEngine(loader=self._data_loader, variables=variables)
 
     def _run_task(self, task: Task, run_vars: dict) -> tuple[dict, str, bool]:
         """Run one task (all loop items). Updates run_vars (register, facts). Returns (result, fqcn, ran)."""
@@ -649,7 +649,7 @@ class TaskListExecutor:
         """Pick the handler as TaskExecutor does (module's action plugin, same-named action, else
         ansible.legacy.normal) and run it on the action's own connection. Returns (its result,
         the variables it gives the host)."""
-        action = self._action
+        session = self._session
         shared = self._shared
         module = shared.module_loader.find_plugin_with_context(task.action, collection_list=task.collections)
         if module.resolved and module.action_plugin:
@@ -658,15 +658,15 @@ class TaskListExecutor:
             handler_name, collections = task.action, task.collections
         else:
             handler_name, collections = 'ansible.legacy.normal', None
-        play_context = action._play_context.copy()
+        play_context = session.parts().play_context.copy()
         play_context.check_mode = task.check_mode
         handler = shared.action_loader.get(
             handler_name,
             task=task,
-            connection=action._connection,
+            connection=session.parts().connection,
             play_context=play_context,
-            loader=self._loader,
-            templar=action._templar.copy_with_new_env(available_variables=task_vars),
+            loader=self._data_loader,
+            templar=session.parts().templar.copy_with_new_env(available_variables=task_vars),
             shared_loader_obj=shared,
             collection_list=collections,
         )

@@ -143,7 +143,7 @@ def _is_ssh(conn) -> bool:
     return plain_connection_name(conn) in ("ssh", "ansible.builtin.ssh")
 
 
-def fresh_connection(action):
+def fresh_connection(session):
     """A new connection plugin instance with the options of ``action``'s connection.
 
     For the ``ssh`` plugin the multiplexing options are replaced by ``FRESH_SSH_ARGS`` so the
@@ -154,13 +154,13 @@ def fresh_connection(action):
     plugin without an Ansible counterpart here (docker, podman, kubectl...): the check fails
     closed, and at the run's start that stops the host before any change.
     """
-    current = action._connection
-    loader = action._shared_loader_obj.connection_loader
+    current = session.parts().connection
+    loader = session.parts().shared_loader_obj.connection_loader
     name = plain_connection_name(current)
     if name.rsplit(".", 1)[-1].startswith("mitogen_"):
         raise AnsibleError("a fresh login cannot be proved through Mitogen's %s connection (Mitogen pools its "
                            "connections); run without the accelerator, or over ssh" % name)
-    conn = loader.get(name, action._play_context, None)
+    conn = loader.get(name, session.parts().play_context, None)
     conn._options = dict(current._options)  # already resolved for this host by TaskExecutor
     if _is_ssh(current):
         conn.set_option("ssh_args", fresh_ssh_args(current.get_option("ssh_args")))
@@ -181,7 +181,7 @@ _UNREACHABLE = ("Connection refused", "Connection timed out", "No route to host"
 PROBE_COMMAND = "env true"
 
 
-def check_host(action, port: int | None = None) -> HealthReport:
+def check_host(session, port: int | None = None) -> HealthReport:
     """Log in afresh and run ``env true`` (PROBE_COMMAND) through the configured become; never raises.
 
     Without become configured the login alone is checked. ``port`` overrides the
@@ -191,7 +191,7 @@ def check_host(action, port: int | None = None) -> HealthReport:
     started = time.monotonic()
     conn = None
     try:
-        conn = fresh_connection(action)
+        conn = fresh_connection(session)
         if port is not None:
             conn.set_option("port", port)
             if _is_ssh(conn):
@@ -217,7 +217,7 @@ def check_host(action, port: int | None = None) -> HealthReport:
                 pass
 
 
-def check_sshd_config(action, port: int = CHECK_SSHD_PORT) -> HealthReport:
+def check_sshd_config(session, port: int = CHECK_SSHD_PORT) -> HealthReport:
     """Prove the host's NEW sshd configuration still lets the controller in; never raises.
 
     On the run's own connection (with become): ``sshd -t``, then a second sshd in the
@@ -227,7 +227,7 @@ def check_sshd_config(action, port: int = CHECK_SSHD_PORT) -> HealthReport:
     report is healthy with a detail saying the file was only syntax-checked.
     """
     started = time.monotonic()
-    if not _is_ssh(action._connection):
+    if not _is_ssh(session.parts().connection):
         return HealthReport(True, "not an ssh connection: sshd configuration not checked", 0.0)
     start = (
         "/usr/sbin/sshd -t || exit 97; "
@@ -237,7 +237,7 @@ def check_sshd_config(action, port: int = CHECK_SSHD_PORT) -> HealthReport:
         "ss -ltn 2>/dev/null | grep -q ':{port} ' && exit 0; sleep 0.1; i=$((i+1)); done; exit 99"
     ).format(port=port)
     try:
-        res = action._low_level_execute_command(start, sudoable=True)
+        res = session.run_command(start, sudoable=True)
     except Exception as exc:
         return HealthReport(False, "could not start a check sshd: %s" % to_text(exc)[-400:], time.monotonic() - started)
     out = to_text(res.get("stdout", ""))
@@ -246,14 +246,14 @@ def check_sshd_config(action, port: int = CHECK_SSHD_PORT) -> HealthReport:
                             % to_text(res.get("stderr", "")).strip()[-400:], time.monotonic() - started)
     pid = out.rsplit("SSHD_PID=", 1)[-1].split()[0] if "SSHD_PID=" in out else ""
     if res.get("rc") in (98, 99):  # it died at start (port taken?) or never listened: no proof either way
-        _kill(action, pid)
+        _kill(session, pid)
         return HealthReport(True, "the check sshd on port %d did not start listening (rc %s): the new "
                             "configuration was only syntax-checked (sshd -t)" % (port, res.get("rc")),
                             time.monotonic() - started)
     try:
-        status = check_host(action, port=port)
+        status = check_host(session, port=port)
     finally:
-        _kill(action, pid)
+        _kill(session, pid)
     if not status.healthy and any(marker in status.detail for marker in _UNREACHABLE):
         return HealthReport(True, "no answer from a check sshd on port %d: the new configuration was only "
                             "syntax-checked (sshd -t)" % port, time.monotonic() - started)
@@ -261,11 +261,11 @@ def check_sshd_config(action, port: int = CHECK_SSHD_PORT) -> HealthReport:
     return HealthReport(status.healthy, label, time.monotonic() - started)
 
 
-def _kill(action, pid: str) -> None:
+def _kill(session, pid: str) -> None:
     """Stop the check sshd (``timeout`` ends it anyway within 60 s); never raises."""
     if pid.isdigit():
         try:
-            action._low_level_execute_command("kill %s 2>/dev/null; true" % pid, sudoable=True)
+            session.run_command("kill %s 2>/dev/null; true" % pid, sudoable=True)
         except Exception:
             pass
 
@@ -534,11 +534,11 @@ def build_script(nonce: str, checks: t.Iterable[str], *, commands: t.Sequence[st
     return "".join(parts)
 
 
-def _run_script(action, script: str) -> tuple[str, str, int | None, str]:
+def _run_script(session, script: str) -> tuple[str, str, int | None, str]:
     """Run ``script`` on the run's own connection with become: (stdout, stderr, rc, error).
     ``error`` is the exception's text when the connection failed (stdout then empty)."""
     try:
-        res = action._low_level_execute_command(script, sudoable=True)
+        res = session.run_command(script, sudoable=True)
     except Exception as exc:  # a lost connection or a refused become is an answer, not a crash
         return "", "", None, to_text(exc)[-600:]
     return (to_text(res.get("stdout", ""), errors="surrogate_or_replace"),
@@ -681,16 +681,12 @@ def baseline_from_output(text: str, nonce: str, commands: t.Sequence[str], secon
         sshd_match=sshd_match_blocks(match.data) if match is not None and match.reported else None)
 
 
-def _remote_user(action) -> str | None:
-    try:
-        user = action._connection.get_option("remote_user")
-    except Exception:
-        user = None
-    user = user or getattr(action._play_context, "remote_user", None)
+def _remote_user(session) -> str | None:
+    user = session.remote_user()
     return user if user and _USER_RE.match(str(user)) else None
 
 
-def take_baseline(action, commands: t.Sequence[str] = (), user: str | None = None) -> HostBaseline:
+def take_baseline(session, commands: t.Sequence[str] = (), user: str | None = None) -> HostBaseline:
     """Record the host before any change, in one round trip on the run's own connection (with
     become): the facts, ``sshd -t``, ``visudo -c``, the package database, the active systemd
     units, the user health ``commands`` (``scapforge_health_commands``), the login shells (sh
@@ -702,8 +698,8 @@ def take_baseline(action, commands: t.Sequence[str] = (), user: str | None = Non
     started = time.monotonic()
     nonce = new_nonce()
     script = build_script(nonce, ["sshd_t", "visudo_c", "pkgdb", "units_active", "files", "sshd_match", "login"],
-                          commands=commands, user=user or _remote_user(action))
-    stdout, stderr, rc, error = _run_script(action, script)
+                          commands=commands, user=user or _remote_user(session))
+    stdout, stderr, rc, error = _run_script(session, script)
     try:
         return baseline_from_output(stdout, nonce, commands, time.monotonic() - started)
     except HealthError:
@@ -1077,7 +1073,7 @@ def side_effect_findings(raw: dict[str, RawCheck], baseline: HostBaseline, creat
     return findings
 
 
-def check_after(action, baseline: HostBaseline, commands: t.Sequence[str] = (), *, created: t.Sequence[str] = (),
+def check_after(session, baseline: HostBaseline, commands: t.Sequence[str] = (), *, created: t.Sequence[str] = (),
                 modes_asked: t.Collection[str] = (), side_effects: bool = True) -> HealthReport:
     """Check the host after an attempt, in one round trip on the run's own connection (with
     become); never raises.
@@ -1103,7 +1099,7 @@ def check_after(action, baseline: HostBaseline, commands: t.Sequence[str] = (), 
         script = build_script(nonce, names, commands=commands, user=baseline.user or "root", created=wanted)
     except ValueError as exc:
         return HealthReport(False, "health checks not run: %s" % exc, time.monotonic() - started)
-    stdout, stderr, rc, error = _run_script(action, script)
+    stdout, stderr, rc, error = _run_script(session, script)
     raw, ended = parse_output(stdout, nonce)
     checks, findings = judge_after(raw, ended, baseline, commands, wanted, modes_asked, side_effects)
     if not ended:  # same verdict as judge_after's, with what the connection said
@@ -1119,16 +1115,16 @@ def check_after(action, baseline: HostBaseline, commands: t.Sequence[str] = (), 
     return HealthReport(not failed, detail[:1200], time.monotonic() - started, checks=checks, side_effects=findings)
 
 
-def check_side_effects(action, baseline: HostBaseline, created: t.Sequence[str] = (),
+def check_side_effects(session, baseline: HostBaseline, created: t.Sequence[str] = (),
                        modes_asked: t.Collection[str] = ()) -> list[dict]:
     """Only the side-effect part of ``check_after``, in its own round trip: the findings
     (see ``side_effect_findings``). Never raises: a failed round trip gives ``unverified``
     findings."""
-    report = check_after(action, baseline, (), created=created, modes_asked=modes_asked, side_effects=True)
+    report = check_after(session, baseline, (), created=created, modes_asked=modes_asked, side_effects=True)
     return report.side_effects
 
 
-def undo_sensitive_changes(action, findings: t.Sequence[dict], baseline: HostBaseline) -> dict:
+def undo_sensitive_changes(session, findings: t.Sequence[dict], baseline: HostBaseline) -> dict:
     """Put back owner, group and mode of the sensitive files named by ``sensitive_file``
     findings, from the baseline, in one round trip with become, and read them back (case
     dotfile-symlink-owner: a chown that followed a user's symlink to /etc/shadow is undone
@@ -1146,7 +1142,7 @@ def undo_sensitive_changes(action, findings: t.Sequence[dict], baseline: HostBas
         lines.append("[ -L %s ] || { chown -h %d:%d %s && chmod %s %s; }" % (quoted, entry["uid"], entry["gid"], quoted,
                                                                              entry["mode"], quoted))
     script = build_script(nonce, ["files"], user="root", prepend="\n".join(lines) + "\n")
-    stdout, stderr, rc, error = _run_script(action, script)
+    stdout, stderr, rc, error = _run_script(session, script)
     raw, _ended = parse_output(stdout, nonce)
     remaining = [f for f in _file_findings(raw.get("files"), baseline) if f["unhealthy"]]
     mismatches = ["%s: now %s" % (f["path"], f["after"]) for f in remaining if f.get("path") in paths or not f["path"]]

@@ -57,7 +57,7 @@ class LoopError(Exception):
         self.reason = reason
 
 
-def load_catalog(action, task_vars: dict, datastream: str, datastream_src: str | None,
+def load_catalog(session, task_vars: dict, datastream: str, datastream_src: str | None,
                  trusted_sha256: t.Iterable[str]) -> tuple[Catalog, bool, str]:
     """Parse the datastream once on the controller; return (catalog, trusted, where from).
 
@@ -74,7 +74,7 @@ def load_catalog(action, task_vars: dict, datastream: str, datastream_src: str |
         except OSError as exc:
             raise LoopError("content", "cannot read datastream_src %s: %s" % (datastream_src, exc)) from None
         source, trusted = "controller:" + datastream_src, True
-        host_digest = _host_sha256(action, task_vars, datastream)
+        host_digest = _host_sha256(session, task_vars, datastream)
         digest = hashlib.sha256(data).hexdigest()
         if host_digest != digest:
             raise LoopError(
@@ -84,8 +84,8 @@ def load_catalog(action, task_vars: dict, datastream: str, datastream_src: str |
                 % (datastream_src, digest, datastream, host_digest),
             )
     else:
-        slurped = action._execute_module(
-            module_name="ansible.builtin.slurp", module_args={"src": datastream}, task_vars=task_vars
+        slurped = session.execute_module(
+            name="ansible.builtin.slurp", args={"src": datastream}, task_vars=task_vars
         )
         if slurped.get("failed"):
             raise LoopError("content", "cannot read datastream %s on the host: %s" % (datastream, slurped.get("msg")))
@@ -134,11 +134,11 @@ def resolve_profile(catalog: Catalog, profile_id: str) -> Profile:
         raise LoopError("profile", str(exc)) from None
 
 
-def _host_sha256(action, task_vars: dict, path: str) -> str | None:
+def _host_sha256(session, task_vars: dict, path: str) -> str | None:
     """sha256 of ``path`` on the host (None if missing); raises LoopError if stat fails."""
-    result = action._execute_module(
-        module_name="ansible.builtin.stat",
-        module_args={"path": path, "checksum_algorithm": "sha256", "get_mime": False},
+    result = session.execute_module(
+        name="ansible.builtin.stat",
+        args={"path": path, "checksum_algorithm": "sha256", "get_mime": False},
         task_vars=task_vars,
     )
     if result.get("failed"):
@@ -164,13 +164,13 @@ def controller_machine_id() -> str | None:
     return None
 
 
-def refuse_controller(action, facts: dict) -> None:
+def refuse_controller(session, facts: dict) -> None:
     """Refuse to work on the controller itself: a ``local`` connection (or Mitogen's stand-in
     for it), or a target whose
     machine id (fact ``machine_id``) is the controller's. A sysctl fix run in a chroot once
     changed this machine's kernel (shared/DESIGN.md, SAFETY). Raises LoopError(``controller``);
     ``allow_controller: true`` is the caller's way around it."""
-    name = health.plain_connection_name(action._connection)
+    name = health.plain_connection_name(session.parts().connection)
     if name in ("local", "ansible.builtin.local", "ansible.legacy.local"):
         raise LoopError("controller", "the connection is %s: the loop would change the controller itself; "
                         "use scapforge_allow_controller: true if that is really meant" % name)
@@ -180,7 +180,7 @@ def refuse_controller(action, facts: dict) -> None:
                         "controller itself; use scapforge_allow_controller: true if that is really meant" % target)
 
 
-def with_host_facts(action, task_vars: dict) -> dict:
+def with_host_facts(session, task_vars: dict) -> dict:
     """Return task_vars with the host's facts, gathered once with ``setup`` if the play did not.
 
     The SSG fixes read facts such as ``ansible_os_family`` and ``ansible_virtualization_type``
@@ -190,8 +190,8 @@ def with_host_facts(action, task_vars: dict) -> dict:
     """
     if task_vars.get("ansible_facts", {}).get("os_family"):
         return task_vars
-    result = action._execute_module(
-        module_name="ansible.builtin.setup", module_args={}, task_vars=task_vars
+    result = session.execute_module(
+        name="ansible.builtin.setup", args={}, task_vars=task_vars
     )
     if result.get("failed"):
         raise LoopError("facts", "gathering facts failed: %s" % result.get("msg"))

@@ -20,8 +20,8 @@ class Scanner:
     oscap writes for the Debian 12 content even for one rule (issue 9: about 0.3 s a call).
     """
 
-    def __init__(self, action, task_vars: dict, datastream: str, profile: str, tailoring: str | None):
-        self.action = action
+    def __init__(self, session, task_vars: dict, datastream: str, profile: str, tailoring: str | None):
+        self.session = session
         self.task_vars = task_vars
         self.base_args = {"datastream": datastream, "profile": profile}
         self.validated = False
@@ -44,8 +44,8 @@ class Scanner:
             args["skip_validation"] = True
             if rules and not evidence and not arf_path:
                 args["results_source"] = "progress"
-        result = self.action._execute_module(
-            module_name=OSCAP_EVAL, module_args=args, task_vars=self.task_vars, wrap_async=False
+        result = self.session.execute_module(
+            name=OSCAP_EVAL, args=args, task_vars=self.task_vars, wrap_async=False
         )
         if not result.get("failed"):
             self.validated = True

@@ -367,7 +367,7 @@ def test_unsplittable_command_line_is_unknown():
 # ---------------------------------------------------------------- provider odds and ends
 
 def test_bad_checkpoint_id_is_refused_before_anything_runs():
-    provider = PROVIDERS["files"](action=None, task_vars={})
+    provider = PROVIDERS["files"](session=None, task_vars={})
     assert isinstance(provider, FilesProvider) and provider.name == "files"
     for bad in ("..", "a/b", "", "x" * 129, "a b"):
         with pytest.raises(CheckpointError) as err:

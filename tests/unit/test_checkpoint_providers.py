@@ -21,6 +21,7 @@ import types
 
 import pytest
 
+from ansible_collections.scapforge.remediation.plugins.plugin_utils._host.session import ActionSession
 from ansible_collections.scapforge.remediation.plugins.module_utils import checkpoint_deadman as deadman
 from ansible_collections.scapforge.remediation.plugins.module_utils import checkpoint_store as core
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.checkpoint import (
@@ -87,7 +88,7 @@ def test_bad_provider_options_are_refused_with_the_reason(name, options, message
 
 
 def test_only_files_has_a_deadman_switch_and_whole_host_is_said():
-    cp = make_provider("command", LocalAction(), {}, {"snapshot": "a", "restore": "b", "verify": "c"}).open("x-1")
+    cp = make_provider("command", ActionSession(LocalAction(), {}), {}, {"snapshot": "a", "restore": "b", "verify": "c"}).open("x-1")
     assert cp.whole_host is True and cp.supports_deadman is False
     for call in (lambda: cp.arm(30), cp.disarm, cp.deadman_status):
         with pytest.raises(CheckpointError) as err:
@@ -117,7 +118,7 @@ def _tar_provider(tmp_path, verify=None, **extra):
     }
     options.update(extra)
     action = LocalAction()
-    return action, make_provider("command", action, {"inventory_hostname": "web1"}, options), data
+    return action, make_provider("command", ActionSession(action, {}), {"inventory_hostname": "web1"}, options), data
 
 
 def test_command_provider_tar_round_trip(tmp_path):
@@ -196,7 +197,7 @@ def test_command_provider_timeout_kills_a_hanging_command(tmp_path):
 
 def test_command_provider_check_mode_runs_nothing(tmp_path):
     action = LocalAction(check_mode=True)
-    provider = make_provider("command", action, {}, {"snapshot": "touch %s/s" % tmp_path, "restore": "false",
+    provider = make_provider("command", ActionSession(action, {}), {}, {"snapshot": "touch %s/s" % tmp_path, "restore": "false",
                                                      "verify": "false"})
     cp = provider.open("c-6")
     assert cp.cover(["/etc/a"]) == ["/etc/a"]
@@ -214,7 +215,7 @@ def test_lab_provider_runs_its_command_on_the_controller_then_verifies(tmp_path)
 
     marker = tmp_path / "reset.txt"
     action = LocalAction()
-    provider = make_provider("lab", action, {"inventory_hostname": "lab3"},
+    provider = make_provider("lab", ActionSession(action, {}), {"inventory_hostname": "lab3"},
                              {"restore_command": "{python} -c 'import sys; open(sys.argv[1], \"w\").write("
                                                  "\" \".join(sys.argv[2:]))' %s {host} {id}" % marker,
                               "cwd": str(tmp_path)})
@@ -226,12 +227,12 @@ def test_lab_provider_runs_its_command_on_the_controller_then_verifies(tmp_path)
     assert marker.read_text() == "lab3 lab-1"
     assert result.verified is True and result.restored == ["/etc/issue"]
     assert result.detail.endswith("(exit 0); fresh login and sudo ok")
-    assert checks == [action] and action.reset_called is True     # the dead persistent connection was reset
+    assert [c.action for c in checks] == [action] and action.reset_called is True     # the dead persistent connection was reset
     assert cp.calls[0]["argv"][0] == sys.executable and action.commands == []   # nothing ran on the target
 
 
 def test_lab_provider_default_command_and_failures(tmp_path):
-    provider = LabProvider(LocalAction(), {"inventory_hostname": "lab3"},
+    provider = LabProvider(ActionSession(LocalAction(), {}), {"inventory_hostname": "lab3"},
                            verify=lambda action: types.SimpleNamespace(healthy=False, detail="fresh login + become "
                                                                        "exited 1: a password is required"))
     assert provider.argv(provider.restore_command, "x-1") == [sys.executable, "lab/lab.py", "reset", "lab3"]

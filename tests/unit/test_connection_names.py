@@ -16,6 +16,7 @@ from ansible.errors import AnsibleError
 from ansible.playbook.play_context import PlayContext
 from ansible.plugins.loader import connection_loader
 
+from ansible_collections.scapforge.remediation.plugins.plugin_utils._host.session import ActionSession
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.health import (
     FRESH_SSH_ARGS, fresh_connection, plain_connection_name)
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.host_setup import LoopError, refuse_controller
@@ -42,12 +43,12 @@ def test_a_connection_is_named_by_the_ansible_plugin_it_stands_for(name, plain):
 @pytest.mark.parametrize("name", ["mitogen_local", "local"])
 def test_a_local_connection_is_refused_through_mitogen_too(name):
     with pytest.raises(LoopError) as err:
-        refuse_controller(types.SimpleNamespace(_connection=connection(name)), {})
+        refuse_controller(ActionSession(types.SimpleNamespace(_connection=connection(name)), {}), {})
     assert err.value.reason == "controller"
 
 
 def test_mitogen_ssh_is_not_refused():
-    refuse_controller(types.SimpleNamespace(_connection=connection("mitogen_ssh")), {"machine_id": "not-this-one"})
+    refuse_controller(ActionSession(types.SimpleNamespace(_connection=connection("mitogen_ssh")), {}), {"machine_id": "not-this-one"})
 
 
 @pytest.fixture
@@ -64,8 +65,9 @@ def mitogen_wrappers():
 
 
 def action_on(conn):
-    return types.SimpleNamespace(_connection=conn, _play_context=PlayContext(),
-                                 _shared_loader_obj=types.SimpleNamespace(connection_loader=connection_loader))
+    return ActionSession(types.SimpleNamespace(_connection=conn, _play_context=PlayContext(),
+                                               _shared_loader_obj=types.SimpleNamespace(connection_loader=connection_loader)),
+                         {})
 
 
 #: run in a fresh interpreter: Ansible's collection loader (which resolves ``ansible.builtin.ssh``)
@@ -79,13 +81,14 @@ from ansible_mitogen.strategy import AnsibleWrappers
 init_plugin_loader()
 AnsibleWrappers().install()
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.health import fresh_connection
+from ansible_collections.scapforge.remediation.plugins.plugin_utils._host.session import ActionSession
 play_context = PlayContext()
 play_context.connection = "ssh"
 current = connection_loader.get("ssh", play_context, None)  # redirected to mitogen_ssh, as in a run
 current.set_options(direct={"ssh_args": "-o ControlMaster=auto -o ControlPersist=60s -o IdentityFile=/k"})
 action = types.SimpleNamespace(_connection=current, _play_context=play_context,
                                _shared_loader_obj=types.SimpleNamespace(connection_loader=connection_loader))
-fresh = fresh_connection(action)
+fresh = fresh_connection(ActionSession(action, {}))
 print(json.dumps({"current": current._load_name, "fresh_module": type(fresh).__module__,
                   "fresh_ssh_args": fresh.get_option("ssh_args")}))
 """

@@ -17,6 +17,7 @@ from llm_cases import (
     LLM_YAML_UNQUOTED_COLON,
 )
 
+from ansible_collections.scapforge.remediation.plugins.plugin_utils._host.session import ActionSession
 from ansible_collections.scapforge.remediation.plugins.plugin_utils import task_gate
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.executor import (
     ExecutionReport, TaskListExecutor)
@@ -26,7 +27,7 @@ DATASTREAM = Path(os.environ.get("SCAPFORGE_LAB_HOME", "/var/lib/scapforge-lab")
 
 def _untrusted_executor():
     """An executor whose action is never touched: refusals happen before any use of it."""
-    action = SimpleNamespace(_task=SimpleNamespace(check_mode=False), _loader=None, _shared_loader_obj=None)
+    action = ActionSession(SimpleNamespace(_task=SimpleNamespace(check_mode=False), _loader=None, _shared_loader_obj=None), {})
     return TaskListExecutor(action, {}, trusted=False)
 
 

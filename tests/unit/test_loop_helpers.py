@@ -1,3 +1,4 @@
+from ansible_collections.scapforge.remediation.plugins.plugin_utils._host.session import ActionSession
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.loop import task_names
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.scanner import counts_of
 
@@ -31,7 +32,7 @@ def test_the_scanner_validates_the_content_once_then_skips_validation():
             calls.append(dict(module_args))
             return answers.pop(0)
 
-    scanner = Scanner(Action(), {}, "/ds.xml", "p", None)
+    scanner = Scanner(ActionSession(Action(), {}), {}, "/ds.xml", "p", None)
     scanner.scan()
     scanner.scan(["r1"])
     scanner.scan(["r2"], evidence=True)
@@ -52,7 +53,7 @@ def test_later_rechecks_read_progress_lines_unless_they_want_evidence_or_an_arf(
             calls.append(dict(module_args))
             return {"rules": {}}
 
-    scanner = Scanner(Action(), {}, "/ds.xml", "p", None)
+    scanner = Scanner(ActionSession(Action(), {}), {}, "/ds.xml", "p", None)
     scanner.scan(["r0"])                          # validates: the document
     scanner.scan(["r1", "r2"])                    # re-check: progress
     scanner.scan(["r3"], evidence=True)           # evidence needs the document

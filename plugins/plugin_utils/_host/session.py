@@ -86,15 +86,15 @@ class ActionSession:
 
     @property
     def check_mode(self) -> bool:
-        return bool(getattr(self._action._task, "check_mode", False))
+        return bool(getattr(getattr(self._action, "_task", None), "check_mode", False))
 
     @property
     def connection_name(self) -> str | None:
-        return getattr(self._action._connection, "_load_name", None)
+        return getattr(getattr(self._action, "_connection", None), "_load_name", None)
 
     @property
     def become_method(self) -> str | None:
-        return getattr(self._action._play_context, "become_method", None)
+        return getattr(getattr(self._action, "_play_context", None), "become_method", None)
 
     def remote_user(self) -> str | None:
         try:
@@ -108,13 +108,16 @@ class ActionSession:
                                             task_vars=self.task_vars if task_vars is None else task_vars, **kwargs)
 
     def run_command(self, command: str, sudoable: bool = True, in_data: bytes | None = None) -> dict:
+        if in_data is None:
+            return self._action._low_level_execute_command(command, sudoable=sudoable)
         return self._action._low_level_execute_command(command, sudoable=sudoable, in_data=in_data)
 
     def parts(self) -> AnsibleParts:
-        action = self._action
-        return AnsibleParts(task=action._task, play_context=action._play_context, connection=action._connection,
-                            loader=action._loader, templar=action._templar,
-                            shared_loader_obj=action._shared_loader_obj)
+        action = self._action  # a test's stand-in may lack some: they are None then
+        return AnsibleParts(task=getattr(action, "_task", None), play_context=getattr(action, "_play_context", None),
+                            connection=getattr(action, "_connection", None), loader=getattr(action, "_loader", None),
+                            templar=getattr(action, "_templar", None),
+                            shared_loader_obj=getattr(action, "_shared_loader_obj", None))
 
     def remove_tmp(self) -> None:
         """Remove the connection's remote temporary directory (a dead connection is ignored:
@@ -124,5 +127,3 @@ class ActionSession:
         except Exception:
             pass
 
-    def __getattr__(self, name: str) -> t.Any:  # TRANSITIONAL: removed once every caller uses the session
-        return getattr(self._action, name)

@@ -19,7 +19,7 @@ from ansible_collections.scapforge.remediation.plugins.plugin_utils._run.state i
 from ansible_collections.scapforge.remediation.plugins.plugin_utils._run.verifier import Verifier
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.attempt_runner import AttemptRunner
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.catalog import CatalogError
-from ansible_collections.scapforge.remediation.plugins.plugin_utils.checkpoint import CheckpointError, make_provider
+from ansible_collections.scapforge.remediation.plugins.plugin_utils.checkpoint import DEFAULT_ROOT, CheckpointError, make_provider
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.executor import PackageFactsCache
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.host_setup import (
     LoopError,
@@ -33,10 +33,6 @@ from ansible_collections.scapforge.remediation.plugins.plugin_utils.memory.sessi
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.scanner import Scanner
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.skills import SkillError, load_skill
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.tailoring import build_tailoring
-
-#: where checkpoints live on the target, one directory per run.
-CHECKPOINT_ROOT = "/var/lib/scapforge/checkpoints"
-
 
 class _Timer:
     """Seconds per setup step, for run_start's ``timing``."""
@@ -59,7 +55,7 @@ def build(session, opts, events, console, progress, parent, started: float) -> t
     except SkillError as exc:
         raise LoopError("skill", str(exc)) from None
     remote_user = session.remote_user()
-    gate_policy = task_gate.GatePolicy(remote_user=remote_user, module_allowlist_extra=skill.modules)
+    gate_policy = task_gate.GatePolicy(remote_user=remote_user, module_allowlist_extra=frozenset(skill.modules))
     timer = _Timer()
     catalog, trusted, source = load_catalog(session, session.task_vars, opts.datastream, opts.datastream_src,
                                             opts.trusted_sha256)
@@ -228,7 +224,7 @@ def _scan_tailoring(catalog, profile, outside: list[str]) -> tuple[str | None, s
 def _checkpoints(session, opts):
     options = dict(opts.checkpoint_options)
     if opts.checkpoint_provider == "files":
-        options.setdefault("root", CHECKPOINT_ROOT)
+        options.setdefault("root", DEFAULT_ROOT)  # one directory per run below it
         options["root"] = "%s/%s" % (options["root"].rstrip("/"), opts.run_id or "adhoc")
     try:
         return make_provider(opts.checkpoint_provider, session, session.task_vars, options)
