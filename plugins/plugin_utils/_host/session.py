@@ -126,4 +126,3 @@ class ActionSession:
             self._action._remove_tmp_path(self._action._connection._shell.tmpdir)
         except Exception:
             pass
-

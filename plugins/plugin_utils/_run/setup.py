@@ -34,6 +34,7 @@ from ansible_collections.scapforge.remediation.plugins.plugin_utils.scanner impo
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.skills import SkillError, load_skill
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.tailoring import build_tailoring
 
+
 class _Timer:
     """Seconds per setup step, for run_start's ``timing``."""
 

@@ -90,8 +90,8 @@ def test_the_action_session_passes_through_with_the_exact_arguments():
         ("web1", True, "mitogen_ssh", "sudo")
     assert session.remote_user() == "alice"  # the connection's option first
     parts = session.parts()
-    assert (parts.task, parts.loader, parts.templar, parts.shared_loader_obj) == (action._task, "loader", "templar",
-                                                                                 "shared")
+    assert (parts.task, parts.loader, parts.templar, parts.shared_loader_obj) == \
+        (action._task, "loader", "templar", "shared")
 
 
 def test_remote_user_falls_back_to_the_inventory_then_the_play_context():
