@@ -197,8 +197,8 @@ def test_command_provider_timeout_kills_a_hanging_command(tmp_path):
 
 def test_command_provider_check_mode_runs_nothing(tmp_path):
     action = LocalAction(check_mode=True)
-    provider = make_provider("command", ActionSession(action, {}), {}, {"snapshot": "touch %s/s" % tmp_path, "restore": "false",
-                                                     "verify": "false"})
+    provider = make_provider("command", ActionSession(action, {}), {},
+                             {"snapshot": "touch %s/s" % tmp_path, "restore": "false", "verify": "false"})
     cp = provider.open("c-6")
     assert cp.cover(["/etc/a"]) == ["/etc/a"]
     assert cp.restore().verified is True and action.commands == [] and not (tmp_path / "s").exists()
