@@ -1008,7 +1008,7 @@ class RemediationLoop:
                 found.update(rolled_back=verified, by="dead-man switch", detail=state.detail)
             else:
                 result = checkpoint.restore()
-                nothing = "does not exist" in (result.detail or "")
+                nothing = result.missing
                 found.update(rolled_back=None if nothing else bool(result.verified), by=None if nothing else "resume",
                              detail=result.detail)
         except (CheckpointError, AnsibleError) as exc:
