@@ -43,10 +43,15 @@ def controller_modules():
     return [importlib.import_module(name) for name in names]
 
 
+#: imported while pytest collects, before a test installs Ansible's collection finder (which
+#: then answers the imports of this collection and fails on it: it was not loaded as one)
+MODULES = controller_modules()
+
+
 def exception_classes():
     """{qualified name: class} of every exception class defined in those modules."""
     found = {}
-    for module in controller_modules():
+    for module in MODULES:
         for value in vars(module).values():
             if isinstance(value, type) and issubclass(value, BaseException) and value.__module__ == module.__name__:
                 found["%s.%s" % (module.__name__[len(PACKAGE) + 1:], value.__name__)] = value
@@ -108,7 +113,7 @@ def test_llm_error_kind_is_one_of_its_kinds():
     assert LLMError("auth", "401", status=401).status == 401
     assert "timeout" in ERROR_KINDS
     with pytest.raises(ValueError, match="unknown LLMError kind"):
-        LLMError("nope", "x")
+        raise LLMError("nope", "x")
 
 
 def test_checkpoint_error_kind_is_the_modules_error_kind_or_module_failed():
@@ -247,8 +252,8 @@ def test_sshd_check_codes(monkeypatch):
 def test_the_decision_reads_the_code_not_the_words(monkeypatch):
     """A detail that says "Connection refused" without the code is a failed login to the
     check sshd (unhealthy), not a check sshd that did not answer."""
-    report = sshd_check(monkeypatch, FakeAction(0), H.HealthReport(False, "Connection refused", 0.1,
-                                                                    codes=["login_failed"]))
+    login = H.HealthReport(False, "ssh: connect to host lab5 port 2299: Connection refused", 0.1, codes=["login_failed"])
+    report = sshd_check(monkeypatch, FakeAction(0), login)
     assert (report.healthy, report.codes) == (False, ["sshd_login_failed"])
 
 
