@@ -32,6 +32,8 @@ import typing as t
 
 import yaml
 
+from ansible_collections.scapforge.remediation.plugins.plugin_utils.errors import ScapforgeError
+
 try:
     _YAML_LOADER = yaml.CSafeLoader
 except AttributeError:  # PyYAML built without libyaml
@@ -58,8 +60,10 @@ _STRUCTURED_TAGS = {"", "json", "yaml", "yml"}
 _THINK = re.compile(r"\A\s*<think>.*?</think>", re.DOTALL)
 
 
-class AnswerError(ValueError):
+class AnswerError(ScapforgeError, ValueError):
     """An LLM answer that cannot be read as the object asked for."""
+
+    kind = "bad_answer"
 
 
 def _kind(value: object) -> str:

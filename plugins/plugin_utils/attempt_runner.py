@@ -270,7 +270,7 @@ class AttemptRunner:
             if self._disarm(item, attempt, checkpoint, switch):
                 return
             status = health.HealthReport(False, "the dead-man switch fired before the controller confirmed health",
-                                         status.seconds)
+                                         status.seconds, codes=[health.DEADMAN_FIRED])
         attempt.verdict, attempt.reason = A.UNHEALTHY, "unhealthy"
         attempt.say(status.detail[:500])
         self._heal(item, attempt, checkpoint, switch, status)
@@ -363,6 +363,7 @@ class AttemptRunner:
         after = health.check_after(self.session, self.baseline, self.health_commands, created=sorted(created))
         if after.healthy:
             after.detail = "%s; %s" % (status.detail, after.detail) if after.detail else status.detail
+            after.codes = list(status.codes) + after.codes  # a caveat of the login check (sshd_check_unproven)
         return after
 
     def roll_back(self, item: A.WorkItem, attempt: A.Attempt) -> bool:

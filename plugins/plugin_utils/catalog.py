@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 from typing import Dict, Iterable, List, Mapping, Optional, Tuple
 
 from ansible_collections.scapforge.remediation.plugins.plugin_utils import deps
+from ansible_collections.scapforge.remediation.plugins.plugin_utils.errors import ScapforgeError
 
 try:
     from filelock import FileLock, Timeout
@@ -98,12 +99,14 @@ _CCI_RE = re.compile(r"^CCI-\d+$")
 _SV_RE = re.compile(r"^SV-\d+r\d+_rule$")
 
 
-class CatalogError(Exception):
+class CatalogError(ScapforgeError):
     """Raised for content the catalog cannot use and for lookups that name nothing in it.
 
     The message is for humans (it names the file or id and, for unknown ids, a few that
     exist); no lxml traceback is chained to it.
     """
+
+    kind = "content"
 
 
 @dataclass(frozen=True)

@@ -52,20 +52,22 @@ import typing as t
 from ansible.errors import AnsibleError
 from ansible.module_utils.parsing.convert_bool import boolean
 
+from ansible_collections.scapforge.remediation.plugins.plugin_utils.errors import ScapforgeError
+
 MODULE = 'scapforge.remediation.checkpoint'
 DEFAULT_ROOT = '/var/lib/scapforge/checkpoints'
 ID_RE = re.compile(r'^[A-Za-z0-9._-]{1,128}$')
 
 
-class CheckpointError(Exception):
+class CheckpointError(ScapforgeError):
     """A checkpoint operation that could not be done (module failure, connection lost,
     bad id, a checkpoint already restored). ``kind``: the module's ``error_kind`` when it
     gave one (``missing``, ``exists``, ``root_unsafe``, ``corrupt``, ``io_error``,
-    ``bad_id``), ``connection`` or ``closed``; else None."""
+    ``bad_id``), or ``connection``, ``closed``, ``unsupported``, ``bad_options``,
+    ``snapshot_failed``, ``discard_failed``; ``module_failed`` when the module gave none."""
 
     def __init__(self, msg: str, kind: str | None = None):
-        super().__init__(msg)
-        self.kind = kind
+        super().__init__(msg, kind=kind or 'module_failed')
 
 
 @dataclasses.dataclass
@@ -79,6 +81,9 @@ class RestoreResult:
     mismatches: "path: what differs" for everything that still differs (empty when verified).
     seconds: wall-clock seconds of the restore on the controller (module call included).
     detail: one human line (counts, what was never covered, why it failed).
+    missing: nothing was restored because the checkpoint does not exist on the target (never
+      saved, already discarded or restored: the module's ``error_kind`` ``missing``); then
+      ``verified`` is False and nothing on the host was touched.
     """
 
     verified: bool
@@ -87,10 +92,15 @@ class RestoreResult:
     mismatches: list = dataclasses.field(default_factory=list)
     seconds: float = 0.0
     detail: str = ''
+    missing: bool = False
 
     def to_dict(self) -> dict:
-        """A plain JSON-serialisable dict of the fields above."""
-        return dataclasses.asdict(self)
+        """A plain JSON-serialisable dict of the fields above (``missing`` only when True, so
+        the reports' restore entries keep their keys)."""
+        out = dataclasses.asdict(self)
+        if not self.missing:
+            del out['missing']
+        return out
 
 
 NEVER_ARMED = 'no dead-man switch was armed'
@@ -162,7 +172,9 @@ class DeadmanState:
 
     def to_dict(self) -> dict:
         """A plain JSON-serialisable dict (``result`` as RestoreResult.to_dict() or None)."""
-        return dataclasses.asdict(self)
+        out = dataclasses.asdict(self)
+        out['result'] = self.result.to_dict() if self.result is not None else None
+        return out
 
 
 def fired_restore_result(result: dict, method: str | None = None) -> RestoreResult:
@@ -412,7 +424,7 @@ class FilesCheckpoint(Checkpoint):
             result = self._call({'state': 'restore', 'discard_after': True})
         except CheckpointError as ex:
             return RestoreResult(False, seconds=round(time.monotonic() - started, 3),
-                                 detail='restore failed: %s' % ex)
+                                 detail='restore failed: %s' % ex, missing=ex.kind == 'missing')
         seconds = round(time.monotonic() - started, 3)
         restored = list(result.get('restored') or [])
         removed = list(result.get('removed') or [])

@@ -59,6 +59,8 @@ import typing as t
 from ansible.errors import AnsibleError
 from ansible.module_utils.common.text.converters import to_text
 
+from ansible_collections.scapforge.remediation.plugins.plugin_utils.errors import ScapforgeError
+
 #: ssh options that force a brand-new TCP connection and authentication (OpenSSH ssh_config(5)).
 FRESH_SSH_ARGS = "-o ControlMaster=no -o ControlPath=none -o BatchMode=yes -o ConnectTimeout=15 -o LogLevel=ERROR"
 #: options of the user's ssh_args that would let the check ride on the open connection.
@@ -92,14 +94,41 @@ def fresh_ssh_args(ssh_args: str | None) -> str:
     return " ".join([shlex.join(kept), FRESH_SSH_ARGS]).strip()
 
 
+#: ``HealthReport.codes``: what a verdict found, for code to decide on (``detail`` is for
+#: people and may be reworded). Unhealthy unless said otherwise.
+LOGIN_FAILED = "login_failed"  # the fresh login raised (no session; Ansible refused the become prompt)
+UNREACHABLE = "unreachable"  # the fresh login found nothing answering (ssh: refused, timed out, no route)
+BECOME_FAILED = "become_failed"  # logged in; the probe through the configured become exited non-zero
+NOT_SSH = "not_ssh"  # healthy: not an ssh connection, sshd's configuration not checked
+SSHD_CHECK_FAILED = "sshd_check_failed"  # the check sshd could not be started (the round trip failed)
+SSHD_CONFIG_INVALID = "sshd_config_invalid"  # ``sshd -t`` refuses the new configuration
+SSHD_UNPROVEN = "sshd_check_unproven"  # healthy: the check sshd did not answer; only ``sshd -t`` passed
+SSHD_LOGIN_FAILED = "sshd_login_failed"  # the fresh login to the check sshd failed ...
+SSHD_BECOME_FAILED = "sshd_become_failed"  # ... or its become did
+SUDOERS_INVALID = "sudoers_invalid"  # ``visudo -c`` fails (and did not before any change)
+PACKAGE_DB_BROKEN = "package_db_broken"  # dpkg --audit lists new problems / rpm --verifydb fails
+UNIT_FAILED = "unit_failed"  # a systemd unit active before any change has failed
+HEALTH_COMMAND_FAILED = "health_command_failed"  # one of the inventory's scapforge_health_commands
+SIDE_EFFECT_PREFIX = "side_effect:"  # + a finding's kind (sensitive_file, login_shell, created_mode, sshd_match, unverified)
+CHECKS_INCOMPLETE = "checks_incomplete"  # the check script did not run to its end
+CHECKS_NOT_RUN = "checks_not_run"  # the check script could not be built (a bad user name)
+DEADMAN_FIRED = "deadman_fired"  # the dead-man switch fired before the controller confirmed health
+#: the code of each failed check of ``check_after`` (user_1.. -> HEALTH_COMMAND_FAILED)
+CHECK_CODES = {"sshd_t": SSHD_CONFIG_INVALID, "visudo_c": SUDOERS_INVALID, "pkgdb": PACKAGE_DB_BROKEN,
+               "units": UNIT_FAILED, "script": CHECKS_INCOMPLETE}
+
+
 @dataclasses.dataclass
 class HealthReport:
     """``healthy`` is True when every check passed; ``detail`` says which step failed and how
     (stderr trimmed to 400 characters); ``seconds`` the wall time.
 
-    ``checks`` ({name: {"ok": bool, "detail": str}}) and ``side_effects`` (findings, see
-    ``side_effect_findings``) are filled by ``check_after``; ``check_host`` and
-    ``check_sshd_config`` leave them empty, and ``to_dict`` then gives the three keys of old.
+    ``codes``: the verdict's codes (the constants above), one per thing found: what failed,
+    or a caveat on a healthy verdict (``not_ssh``, ``sshd_check_unproven``); empty for a
+    plain pass. Code decides on these, never on ``detail``. ``checks`` ({name: {"ok": bool,
+    "detail": str}}) and ``side_effects`` (findings, see ``side_effect_findings``) are filled
+    by ``check_after``; ``check_host`` and ``check_sshd_config`` leave them empty, and
+    ``to_dict`` of a plain pass then gives the three keys of old.
     """
 
     healthy: bool
@@ -107,9 +136,19 @@ class HealthReport:
     seconds: float
     checks: dict = dataclasses.field(default_factory=dict)
     side_effects: list = dataclasses.field(default_factory=list)
+    codes: list = dataclasses.field(default_factory=list)
+
+    @property
+    def code(self) -> str:
+        """The first code; ``ok`` for a plain pass, ``unhealthy`` for a failure given none."""
+        if self.codes:
+            return self.codes[0]
+        return "ok" if self.healthy else "unhealthy"
 
     def to_dict(self) -> dict:
         out = {"healthy": self.healthy, "detail": self.detail, "seconds": round(self.seconds, 2)}
+        if self.codes:
+            out["codes"] = list(self.codes)
         if self.checks:
             out["checks"] = {name: dict(value) for name, value in self.checks.items()}
         if self.side_effects:
@@ -175,6 +214,12 @@ CHECK_SSHD_PORT = 2299
 _UNREACHABLE = ("Connection refused", "Connection timed out", "No route to host", "Network is unreachable")
 
 
+def _login_code(ssh_says: str, otherwise: str) -> str:
+    """UNREACHABLE when what ssh printed (its stderr, or the connection error that carries it:
+    ssh's output, not ours) says nothing answered; else ``otherwise``."""
+    return UNREACHABLE if any(marker in ssh_says for marker in _UNREACHABLE) else otherwise
+
+
 #: what the fresh login runs through become: a program, not the shell builtin ``true``, since
 #: sudo's ``Defaults noexec`` lets the shell start but stops it from running anything (what
 #: every Ansible module needs: case sudo-noexec-breaks-become).
@@ -205,10 +250,13 @@ def check_host(session, port: int | None = None) -> HealthReport:
         rc, _stdout, stderr = conn.exec_command(command, sudoable=conn.become is not None)
         err = to_text(stderr, errors="surrogate_or_replace").strip()
         if rc != 0:
-            return HealthReport(False, "fresh login + become exited %s: %s" % (rc, err[-400:]), time.monotonic() - started)
+            code = _login_code(err, BECOME_FAILED if conn.become is not None else LOGIN_FAILED)
+            return HealthReport(False, "fresh login + become exited %s: %s" % (rc, err[-400:]), time.monotonic() - started,
+                                codes=[code])
         return HealthReport(True, "fresh login and %s ok" % (conn.become.name if conn.become else "login"), time.monotonic() - started)
     except Exception as exc:  # any failure to log in or escalate is the answer, not a crash
-        return HealthReport(False, "fresh login + become failed: %s" % (to_text(exc)[-400:],), time.monotonic() - started)
+        return HealthReport(False, "fresh login + become failed: %s" % (to_text(exc)[-400:],), time.monotonic() - started,
+                            codes=[_login_code(to_text(exc), LOGIN_FAILED)])
     finally:
         if conn is not None:
             try:
@@ -228,7 +276,7 @@ def check_sshd_config(session, port: int = CHECK_SSHD_PORT) -> HealthReport:
     """
     started = time.monotonic()
     if not _is_ssh(session.parts().connection):
-        return HealthReport(True, "not an ssh connection: sshd configuration not checked", 0.0)
+        return HealthReport(True, "not an ssh connection: sshd configuration not checked", 0.0, codes=[NOT_SSH])
     start = (
         "/usr/sbin/sshd -t || exit 97; "
         "timeout 60 /usr/sbin/sshd -D -p {port} -o PidFile=/run/scapforge-sshd-check.pid "
@@ -239,26 +287,29 @@ def check_sshd_config(session, port: int = CHECK_SSHD_PORT) -> HealthReport:
     try:
         res = session.run_command(start, sudoable=True)
     except Exception as exc:
-        return HealthReport(False, "could not start a check sshd: %s" % to_text(exc)[-400:], time.monotonic() - started)
+        return HealthReport(False, "could not start a check sshd: %s" % to_text(exc)[-400:], time.monotonic() - started,
+                            codes=[SSHD_CHECK_FAILED])
     out = to_text(res.get("stdout", ""))
     if res.get("rc") == 97:
         return HealthReport(False, "the new sshd configuration does not parse (sshd -t): %s"
-                            % to_text(res.get("stderr", "")).strip()[-400:], time.monotonic() - started)
+                            % to_text(res.get("stderr", "")).strip()[-400:], time.monotonic() - started,
+                            codes=[SSHD_CONFIG_INVALID])
     pid = out.rsplit("SSHD_PID=", 1)[-1].split()[0] if "SSHD_PID=" in out else ""
     if res.get("rc") in (98, 99):  # it died at start (port taken?) or never listened: no proof either way
         _kill(session, pid)
         return HealthReport(True, "the check sshd on port %d did not start listening (rc %s): the new "
                             "configuration was only syntax-checked (sshd -t)" % (port, res.get("rc")),
-                            time.monotonic() - started)
+                            time.monotonic() - started, codes=[SSHD_UNPROVEN])
     try:
         status = check_host(session, port=port)
     finally:
         _kill(session, pid)
-    if not status.healthy and any(marker in status.detail for marker in _UNREACHABLE):
+    if UNREACHABLE in status.codes:
         return HealthReport(True, "no answer from a check sshd on port %d: the new configuration was only "
-                            "syntax-checked (sshd -t)" % port, time.monotonic() - started)
+                            "syntax-checked (sshd -t)" % port, time.monotonic() - started, codes=[SSHD_UNPROVEN])
     label = "sshd with the new configuration: " + status.detail
-    return HealthReport(status.healthy, label, time.monotonic() - started)
+    codes = [] if status.healthy else [SSHD_BECOME_FAILED if BECOME_FAILED in status.codes else SSHD_LOGIN_FAILED]
+    return HealthReport(status.healthy, label, time.monotonic() - started, codes=codes)
 
 
 def _kill(session, pid: str) -> None:
@@ -323,9 +374,11 @@ CHECK_TIMEOUTS = {"sshd_t": 30, "visudo_c": 30, "pkgdb": 120, "units": 30, "user
 _SAFE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
-class HealthError(Exception):
+class HealthError(ScapforgeError):
     """The baseline could not be taken (no answer, become failed, the script's end line
     missing). The message carries the reason, 600 characters at most."""
+
+    kind = "baseline"
 
 
 @dataclasses.dataclass
@@ -1098,7 +1151,7 @@ def check_after(session, baseline: HostBaseline, commands: t.Sequence[str] = (),
     try:
         script = build_script(nonce, names, commands=commands, user=baseline.user or "root", created=wanted)
     except ValueError as exc:
-        return HealthReport(False, "health checks not run: %s" % exc, time.monotonic() - started)
+        return HealthReport(False, "health checks not run: %s" % exc, time.monotonic() - started, codes=[CHECKS_NOT_RUN])
     stdout, stderr, rc, error = _run_script(session, script)
     raw, ended = parse_output(stdout, nonce)
     checks, findings = judge_after(raw, ended, baseline, commands, wanted, modes_asked, side_effects)
@@ -1112,7 +1165,24 @@ def check_after(session, baseline: HostBaseline, commands: t.Sequence[str] = (),
         detail = "%d checks ok" % len(checks)
         if findings:
             detail += "; %d side effect(s) reported" % len(findings)
-    return HealthReport(not failed, detail[:1200], time.monotonic() - started, checks=checks, side_effects=findings)
+    return HealthReport(not failed, detail[:1200], time.monotonic() - started, checks=checks, side_effects=findings,
+                        codes=verdict_codes(checks, findings))
+
+
+def verdict_codes(checks: dict, findings: t.Sequence[dict]) -> list[str]:
+    """The codes of ``judge_after``'s verdicts (pure): one per failed check, in check order
+    (``CHECK_CODES``; a user check: HEALTH_COMMAND_FAILED, once), and for failed side
+    effects ``side_effect:<kind>`` once per kind of unhealthy finding."""
+    codes: list[str] = []
+    for name, verdict in checks.items():
+        if verdict["ok"]:
+            continue
+        if name == "side_effects":
+            found = [SIDE_EFFECT_PREFIX + f["kind"] for f in findings if f["unhealthy"]] or [SIDE_EFFECT_PREFIX + "unverified"]
+        else:
+            found = [CHECK_CODES.get(name) or (HEALTH_COMMAND_FAILED if name.startswith("user_") else name + "_failed")]
+        codes.extend(c for c in found if c not in codes)
+    return codes
 
 
 def check_side_effects(session, baseline: HostBaseline, created: t.Sequence[str] = (),

@@ -16,9 +16,10 @@ from ansible.vars.clean import clean_facts, namespace_facts
 
 from ansible_collections.scapforge.remediation.plugins.plugin_utils import health
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.catalog import Catalog, CatalogError, Profile
+from ansible_collections.scapforge.remediation.plugins.plugin_utils.errors import ScapforgeError
 
 
-class ControllerGone(Exception):
+class ControllerGone(ScapforgeError):
     """ansible-playbook, the process that started this worker, is gone (killed): the loop
     stops at once, writes nothing more, and leaves its open attempt to a resumed run.
 
@@ -26,6 +27,8 @@ class ControllerGone(Exception):
     (or its process group) does not reach them: without this check a killed run would go on
     changing the host in the background (seen in tests/faults/test_resume.py).
     """
+
+    kind = "controller_gone"
 
 
 class ParentWatch:
@@ -43,17 +46,18 @@ class ParentWatch:
             raise ControllerGone("ansible-playbook (pid %d) is gone: stopping this host's loop" % self.parent)
 
 
-class LoopError(Exception):
+class LoopError(ScapforgeError):
     """The run cannot start or go on for this host (bad content, unknown profile, scan failure).
 
     ``reason`` is a short code for the task result and the host's error report: ``content``,
     ``content_mismatch``, ``untrusted_content``, ``tailoring``, ``profile``, ``rule``, ``facts``,
     ``unhealthy_before``, ``scan_failed``, ``scanner_crash``, ``llm_remote``, ``prompts``,
-    ``memory``, ``controller``; the message says what to do.
+    ``memory``, ``controller``, ``checkpoint``, ``waiver``, ``skill``; ``kind`` (ScapforgeError's)
+    is the same code. The message says what to do.
     """
 
     def __init__(self, reason: str, message: str) -> None:
-        super().__init__(message)
+        super().__init__(message, kind=reason)
         self.reason = reason
 
 

@@ -31,6 +31,7 @@ import typing as t
 import urllib.parse
 
 from ansible_collections.scapforge.remediation.plugins.plugin_utils import deps
+from ansible_collections.scapforge.remediation.plugins.plugin_utils.errors import ScapforgeError
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.redact import redact
 
 try:
@@ -59,7 +60,7 @@ NO_API_KEY = "none"
 _MAX_SERVER_MESSAGE_CHARS = 500
 
 
-class LLMError(Exception):
+class LLMError(ScapforgeError):
     """An LLM call that produced no answer.
 
     ``kind``: one of ``ERROR_KINDS``: ``unavailable`` (no endpoint or model configured, or
@@ -74,8 +75,7 @@ class LLMError(Exception):
     def __init__(self, kind: str, message: str, status: int | None = None) -> None:
         if kind not in ERROR_KINDS:
             raise ValueError(f"unknown LLMError kind {kind!r}")
-        super().__init__(message)
-        self.kind = kind
+        super().__init__(message, kind=kind)
         self.status = status
 
 

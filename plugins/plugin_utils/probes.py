@@ -37,6 +37,8 @@ import re
 import shlex
 import typing as t
 
+from ansible_collections.scapforge.remediation.plugins.plugin_utils.errors import ScapforgeError
+
 __all__ = ['ProbeRefused', 'COMMANDS', 'probe_task', 'run_as_check', 'probe_key', 'format_probe_result']
 
 KINDS = ('read', 'stat', 'find', 'getent', 'command')
@@ -64,8 +66,10 @@ _ENDLESS = ('/dev', '/dev/*', '/proc/kcore', '/proc/kmsg', '/proc/kpage*', '/pro
 _NO_RECURSE_ROOTS = ('/', '/proc', '/sys', '/dev')
 
 
-class ProbeRefused(ValueError):
+class ProbeRefused(ScapforgeError, ValueError):
     """A probe the Worker may not run; str() is the reason, written for the Worker."""
+
+    kind = 'probe_refused'
 
 
 # ============================================================================ public API

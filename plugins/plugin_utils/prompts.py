@@ -21,12 +21,16 @@ import typing as t
 from jinja2 import StrictUndefined, TemplateError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
+from ansible_collections.scapforge.remediation.plugins.plugin_utils.errors import ScapforgeError
+
 AGENTS = ("architect", "worker", "reflector")
 
 
-class PromptError(Exception):
+class PromptError(ScapforgeError):
     """A template is missing, does not parse, lacks a block or fails to render; the message
     names the file."""
+
+    kind = "prompts"
 
 
 class PromptSet:

@@ -24,6 +24,8 @@ import posixpath
 import re
 import shlex
 
+from ansible_collections.scapforge.remediation.plugins.plugin_utils.errors import ScapforgeError
+
 __all__ = ['MARK', 'SHELLS', 'ShellCommand', 'ShellParseError', 'expand_command', 'find_parts', 'split_shell']
 
 # Shell names (basenames) whose ``-c`` string, or stdin, is read as a script.
@@ -41,8 +43,10 @@ _ASSIGNMENT_RE = re.compile(r'[A-Za-z_][A-Za-z0-9_]*=')  # NAME=value before a c
 _RESERVED = frozenset({'!', '{', '}', 'if', 'then', 'else', 'elif', 'fi', 'do', 'done', 'while', 'until'})
 
 
-class ShellParseError(ValueError):
+class ShellParseError(ScapforgeError, ValueError):
     """Raised when a shell or command line cannot be split with confidence (the gate refuses it)."""
+
+    kind = 'shell_parse'
 
 
 @dataclasses.dataclass

@@ -29,6 +29,7 @@ import typing as t
 import yaml
 
 from ansible_collections.scapforge.remediation.plugins.plugin_utils import deps
+from ansible_collections.scapforge.remediation.plugins.plugin_utils.errors import ScapforgeError
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.safety import short_rule_id as _short
 
 try:
@@ -110,8 +111,10 @@ SCHEMA: dict = {
 _VALIDATOR = Draft202012Validator(SCHEMA) if Draft202012Validator else None  # None: jsonschema is missing
 
 
-class SkillError(Exception):
+class SkillError(ScapforgeError):
     """A skill is unknown, unreadable or invalid; the message names the file and the key."""
+
+    kind = "skill"
 
 
 class SkillHooks(t.Protocol):

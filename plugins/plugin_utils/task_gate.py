@@ -41,6 +41,7 @@ from ansible.playbook.task import Task
 from ansible.plugins.loader import fragment_loader, lookup_loader, module_loader
 
 from ansible_collections.scapforge.remediation.plugins.plugin_utils import ansible_private
+from ansible_collections.scapforge.remediation.plugins.plugin_utils.errors import ScapforgeError
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.shell_split import (
     ShellCommand, ShellParseError, split_shell,
 )
@@ -110,8 +111,10 @@ _SAFE_FILTERS = frozenset({
 })
 
 
-class TaskParseError(ValueError):
+class TaskParseError(ScapforgeError, ValueError):
     """Raised by :func:`parse_task_text` when text is not a YAML/JSON task list; str() is the parser's message."""
+
+    kind = 'task_parse'
 
 
 @dataclasses.dataclass(frozen=True)

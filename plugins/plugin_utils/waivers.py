@@ -14,12 +14,16 @@ import dataclasses
 import datetime
 import typing as t
 
+from ansible_collections.scapforge.remediation.plugins.plugin_utils.errors import ScapforgeError
+
 #: the keys of one waiver entry, all required.
 KEYS = ("rule", "reason", "expires")
 
 
-class WaiverError(ValueError):
+class WaiverError(ScapforgeError, ValueError):
     """A waiver entry that cannot be used; the message names the entry (its index and rule)."""
+
+    kind = "waiver"
 
 
 @dataclasses.dataclass(frozen=True)

@@ -34,7 +34,7 @@ def settle(ctx, entry: dict) -> dict:
                          detail=switch.detail)
         else:
             result = checkpoint.restore()
-            nothing = "does not exist" in (result.detail or "")
+            nothing = result.missing
             found.update(rolled_back=None if nothing else bool(result.verified), by=None if nothing else "resume",
                          detail=result.detail)
     except (CheckpointError, AnsibleError) as exc:

@@ -8,11 +8,15 @@ nothing is emptied to make the error go away.
 """
 from __future__ import annotations
 
+from ansible_collections.scapforge.remediation.plugins.plugin_utils.errors import ScapforgeError
 
-class MemoryStoreError(Exception):
+
+class MemoryStoreError(ScapforgeError):
     """The memory store could not do what was asked: lock not acquired in time (the message
     names the lock file), a file that cannot be read or written (permissions, disk full), a
     bad run id, a write through a read-only snapshot, a nested transaction."""
+
+    kind = 'memory'
 
 
 class MemoryCorrupt(MemoryStoreError):
@@ -23,10 +27,13 @@ class MemoryCorrupt(MemoryStoreError):
     moved_to: absolute path the file was renamed to (``<file>.corrupt-<UTC>``), bytes intact;
       None when the file was found by a read-only snapshot, which moves nothing (the next
       transaction does).
-    reason: what was wrong, one line (e.g. "invalid JSON: Unterminated string ... (char 4096)").
+    reason: what was wrong, one line (e.g. "invalid JSON: Unterminated string ... (char 4096)");
+      prose for people, not a code: the code is ``kind`` (``memory_corrupt``).
     others: further ``(table, moved_to)`` pairs found corrupt in the same transaction (every
       corrupt table is moved aside at once, the first one is named by ``table``).
     """
+
+    kind = 'memory_corrupt'
 
     def __init__(self, table: str, moved_to: str | None, reason: str,
                  others: tuple[tuple[str, str | None], ...] = ()):
@@ -55,6 +62,8 @@ class MemorySchemaError(MemoryStoreError):
       present but meta.json is missing, e.g. after a corrupt meta.json was moved aside).
     supported: this code's ``SCHEMA_VERSION``.
     """
+
+    kind = 'memory_schema'
 
     def __init__(self, found: int | None, supported: int, detail: str):
         self.found = found

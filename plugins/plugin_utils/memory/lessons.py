@@ -64,6 +64,7 @@ import unicodedata
 
 from ansible_collections.scapforge.remediation.plugins.plugin_utils import attempts as A
 from ansible_collections.scapforge.remediation.plugins.plugin_utils import outcomes, safety
+from ansible_collections.scapforge.remediation.plugins.plugin_utils.errors import ScapforgeError
 
 POSITIVE, NEGATIVE, CAUTION = "positive", "negative", "caution"
 KINDS = (POSITIVE, NEGATIVE, CAUTION)
@@ -107,9 +108,11 @@ _VOLATILE = (
 )
 
 
-class LessonError(ValueError):
+class LessonError(ScapforgeError, ValueError):
     """A lesson or candidate that breaks the admission rule (seed 002): empty cue or action,
     no evidence row, an unknown kind, status or source kind."""
+
+    kind = "lesson"
 
 
 # ----------------------------------------------------------------------------- text

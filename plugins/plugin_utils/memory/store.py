@@ -48,6 +48,7 @@ import threading
 import typing as t
 
 from ansible_collections.scapforge.remediation.plugins.plugin_utils import deps
+from ansible_collections.scapforge.remediation.plugins.plugin_utils.errors import ScapforgeError
 
 from .errors import MemoryCorrupt, MemorySchemaError, MemoryStoreError
 
@@ -171,8 +172,10 @@ def _identity(path: str) -> _Identity:
     return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
 
 
-class _CorruptFile(Exception):
+class _CorruptFile(ScapforgeError):
     """Internal: the file's bytes are not a valid document; ``args[0]`` says why."""
+
+    kind = 'corrupt_file'
 
 
 def _parse_tinydb(raw: bytes) -> dict:
