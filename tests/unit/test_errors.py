@@ -15,7 +15,8 @@ from ansible_collections.scapforge.remediation.plugins.plugin_utils.checkpoint i
     CheckpointError, FilesProvider, RestoreResult, _check_id)
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.host_setup import ControllerGone, LoopError
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.llm import ERROR_KINDS, LLMError
-from ansible_collections.scapforge.remediation.plugins.plugin_utils.loop import RemediationLoop
+from ansible_collections.scapforge.remediation.plugins.plugin_utils._host.session import ActionSession
+from ansible_collections.scapforge.remediation.plugins.plugin_utils._run import resume
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.memory.errors import (
     MemoryCorrupt, MemorySchemaError, MemoryStoreError)
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.memory.lessons import LessonError
@@ -185,7 +186,7 @@ class FakeConn:
 
 
 def check_host_with(monkeypatch, conn):
-    monkeypatch.setattr(H, "fresh_connection", lambda action: conn)
+    monkeypatch.setattr(H, "fresh_connection", lambda session: conn)
     return H.check_host(object())
 
 
@@ -231,8 +232,8 @@ class FakeAction:
 
 
 def sshd_check(monkeypatch, action, login=None):
-    monkeypatch.setattr(H, "check_host", lambda action, port=None: login)
-    return H.check_sshd_config(action)
+    monkeypatch.setattr(H, "check_host", lambda session, port=None: login)
+    return H.check_sshd_config(ActionSession(action, {}))
 
 
 def test_sshd_check_codes(monkeypatch):
@@ -259,7 +260,7 @@ def test_the_decision_reads_the_code_not_the_words(monkeypatch):
 
 def test_sshd_check_on_another_transport_is_healthy_with_its_caveat():
     action = types.SimpleNamespace(_connection=types.SimpleNamespace(_load_name="ansible.builtin.local"))
-    report = H.check_sshd_config(action)
+    report = H.check_sshd_config(ActionSession(action, {}))
     assert (report.healthy, report.codes, report.code) == (True, ["not_ssh"], "not_ssh")
 
 
@@ -337,21 +338,21 @@ def corrupt(args):
 
 
 def test_a_restore_of_a_checkpoint_that_does_not_exist_is_flagged_missing():
-    result = FilesProvider(ModuleAction(missing), {}).attach("r-1-s1").restore()
+    result = FilesProvider(ActionSession(ModuleAction(missing), {}), {}).attach("r-1-s1").restore()
     assert (result.verified, result.missing) == (False, True)
     assert result.to_dict()["missing"] is True
 
 
 def test_a_restore_that_failed_otherwise_is_not_missing():
-    result = FilesProvider(ModuleAction(corrupt), {}).attach("r-1-s1").restore()
+    result = FilesProvider(ActionSession(ModuleAction(corrupt), {}), {}).attach("r-1-s1").restore()
     assert (result.verified, result.missing) == (False, False)
     assert "missing" not in result.to_dict()  # the reports' restore entries keep their keys
 
 
 def test_a_failure_whose_words_say_does_not_exist_is_not_missing():
     """The flag comes from the module's error_kind, not from the message's words."""
-    result = FilesProvider(ModuleAction(lambda args: {"failed": True, "error_kind": "io_error",
-                                                      "msg": "/etc/x does not exist"}), {}).attach("r-1").restore()
+    action = ModuleAction(lambda args: {"failed": True, "error_kind": "io_error", "msg": "/etc/x does not exist"})
+    result = FilesProvider(ActionSession(action, {}), {}).attach("r-1").restore()
     assert result.missing is False
 
 
@@ -360,15 +361,14 @@ def test_restore_result_missing_defaults_false():
 
 
 def settle(answer):
-    """RemediationLoop._settle on one open attempt, the checkpoint module answering ``answer``
+    """resume.settle on one open attempt, the checkpoint module answering ``answer``
     (no switch armed); returns (what it found, the progress lines it wrote)."""
     action = ModuleAction(lambda args: {"deadman": {}} if args["state"] == "status" else answer(args))
-    loop = RemediationLoop.__new__(RemediationLoop)
-    loop.runner = types.SimpleNamespace(checkpoints=FilesProvider(action, {}))
     written = []
-    loop.progress = types.SimpleNamespace(append=lambda kind, **kw: written.append((kind, kw)))
+    ctx = types.SimpleNamespace(runner=types.SimpleNamespace(checkpoints=FilesProvider(ActionSession(action, {}), {})),
+                                progress=types.SimpleNamespace(append=lambda kind, **kw: written.append((kind, kw))))
     entry = {"rule": "xccdf_org.ssgproject.content_rule_r", "attempt": 1, "checkpoint": "r-1-s1"}
-    return loop._settle(entry), written
+    return resume.settle(ctx, entry), written
 
 
 def test_resume_settles_a_missing_checkpoint_as_nothing_to_roll_back():
