@@ -25,8 +25,10 @@ from ansible_collections.scapforge.remediation.plugins.plugin_utils._host.sessio
 from ansible_collections.scapforge.remediation.plugins.module_utils import checkpoint_deadman as deadman
 from ansible_collections.scapforge.remediation.plugins.module_utils import checkpoint_store as core
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.checkpoint import (
-    COLLECTION_ROOT, PROVIDERS, CheckpointError, CommandProvider, DeadmanState, FilesProvider, LabProvider,
+    COLLECTION_ROOT, PROVIDERS, CheckpointError, CommandProvider, DeadmanState, FilesProvider, provider_class,
     RestoreResult, fired_restore_result, make_provider)
+
+LabProvider = provider_class("lab")  # loaded by name from the checkout's lab/
 
 NOBODY_ACL = [(0x01, 6, 0xFFFFFFFF), (0x02, 4, 65534), (0x04, 4, 0xFFFFFFFF), (0x10, 4, 0xFFFFFFFF),
               (0x20, 0, 0xFFFFFFFF)]
@@ -59,7 +61,7 @@ class LocalAction:
 # ---------------------------------------------------------------- make_provider
 
 def test_providers_are_picked_by_name_with_their_options():
-    assert sorted(PROVIDERS) == ["command", "files", "lab"]
+    assert sorted(PROVIDERS) == ["command", "files"]  # the lab's is loaded from lab/ (below)
     files = make_provider("files", None, {}, {"root": "/srv/ckpt", "max_file_bytes": 1024})
     assert isinstance(files, FilesProvider) and files.root == "/srv/ckpt" and files.options == {"max_file_bytes": 1024}
     command = make_provider("command", None, {}, {"snapshot": "a", "restore": "b", "verify": "c", "timeout": 30})
@@ -510,3 +512,16 @@ def test_sleep_switch_disarmed_in_time_restores_nothing(tmp_path):
     assert not (tmp_path / "root" / "s-2" / "deadman" / "result.json").exists()
     twice = _deadman_call(tmp_path / "root", "s-2", deadman.disarm, False)
     assert twice["changed"] is False and twice["deadman"]["cancelled"] is True and twice["deadman"]["disarmed"] is True
+
+
+def test_the_lab_provider_is_loaded_from_the_checkout_and_missing_from_a_built_collection(tmp_path, monkeypatch):
+    """Issue 16: the lab's provider ships in lab/, which galaxy.yml leaves out of the build."""
+    from ansible_collections.scapforge.remediation.plugins.plugin_utils import checkpoint
+
+    assert "lab" not in PROVIDERS and LabProvider.__module__ == "scapforge_lab_checkpoint_provider"
+    monkeypatch.setattr(checkpoint, "COLLECTION_ROOT", str(tmp_path))  # a built collection: no lab/
+    with pytest.raises(CheckpointError, match="part of the checkout .lab/checkpoint_provider.py., not of the built") as err:
+        make_provider("lab", None, {}, {})
+    assert err.value.kind == "bad_options"
+    with pytest.raises(CheckpointError, match="unknown checkpoint provider 'zfs' .known: command, files, lab."):
+        make_provider("zfs", None, {}, {})
