@@ -21,6 +21,15 @@ def _outcome(rule, reason):
 
 # ---------------------------------------------------------------- verification values
 
+def test_the_closed_lists():
+    """oscap results reported but never worked (DESIGN decision 3); error kinds that mean the
+    scanner itself died."""
+    assert D.NOT_WORK == ("error", "unknown", "notchecked")
+    assert "fail" not in D.NOT_WORK and "notapplicable" not in D.NOT_WORK
+    assert D.CRASH_KINDS == {"scanner_crashed", "oom_killed", "timeout"}
+    assert D.MISSING == "missing"
+
+
 @pytest.mark.parametrize("kind, value", [
     ("scanner_crashed", "scanner_crash"),
     ("oom_killed", "scanner_crash"),

@@ -82,6 +82,9 @@ def test_out_of_budget_with_an_injected_clock(tmp_path):
     assert state.out_of_budget(now=1000.0) is False
     unlimited = RunState(sinks, str, time_budget=0, started=1000.0)
     assert unlimited.out_of_budget(now=10 ** 9) is False
+    assert RunState(sinks, str, started=1000.0).out_of_budget(now=1005.0) is False   # no budget by default
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        sinks.memory = object()
     assert (sinks.progress, sinks.memory) == (None, None)
 
 
