@@ -13,7 +13,7 @@ LAB_HOSTS ?= 1
 TEST_WORKERS ?= 2
 PROFILE ?= xccdf_org.ssgproject.content_profile_anssi_bp28_high
 
-.PHONY: deps venv venv-pkg lab lab-build lab-down demo test unit integration faults lint clean test-matrix
+.PHONY: deps venv venv-pkg lab lab-build lab-down demo test unit integration faults lint clean test-matrix mutation
 
 # Debian packages the controller needs: Python's venv, and for the lab debootstrap,
 # systemd-nspawn, tinyproxy, ssh, curl and ip; for the report.html test chromium and its driver.
@@ -121,3 +121,15 @@ test-matrix: lab-build $(MATRIX_NOX)/.installed
 	py311=$$($(PY) -c 'import sys; print(sys._base_executable)') && \
 	SCAPFORGE_MATRIX_HOME=$(MATRIX_HOME) SCAPFORGE_MATRIX_PYTHON313=$$py313 SCAPFORGE_MATRIX_PYTHON311=$$py311 \
 	  $(MATRIX_NOX)/bin/nox --envdir $(MATRIX_HOME)/nox-envs $(if $(CORES),-s $(CORES))
+
+# Opt-in, not part of `make test` (a few minutes): mutmut over the engine's decision modules
+# (tools/mutation.py lists them with their unit tests), each in its own copy of the tree under
+# .mutation/ (the checkout is never modified). Prints `mutation score: N killed of M (P %)`;
+# README "Mutation testing" gives the figure and the survivors judged equivalent.
+MUTATION_JOBS ?= 2
+$(VENV)/.mutation-installed: tools/mutation-requirements.txt | $(VENV)/.installed
+	$(PY) -m pip install -q -r tools/mutation-requirements.txt
+	touch $@
+
+mutation: $(VENV)/.mutation-installed
+	$(PY) tools/mutation.py --jobs $(MUTATION_JOBS)
