@@ -687,11 +687,14 @@ def provider_class(name: str) -> type[CheckpointProvider]:
     if not path.is_file():
         raise CheckpointError('the %s checkpoint provider is part of the checkout (%s), not of the built collection'
                               % (name, relative), 'bad_options')
-    spec = importlib.util.spec_from_file_location('scapforge_%s_checkpoint_provider' % name, path)
-    module = sys.modules.get(spec.name)
+    module_name = 'scapforge_%s_checkpoint_provider' % name
+    module = sys.modules.get(module_name)
     if module is None:
+        spec = importlib.util.spec_from_file_location(module_name, path)
+        if spec is None or spec.loader is None:
+            raise CheckpointError('cannot load the %s checkpoint provider from %s' % (name, path), 'bad_options')
         module = importlib.util.module_from_spec(spec)
-        sys.modules[spec.name] = module
+        sys.modules[module_name] = module
         spec.loader.exec_module(module)
     return getattr(module, class_name)
 

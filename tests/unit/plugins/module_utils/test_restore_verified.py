@@ -140,7 +140,7 @@ class LocalFiles(FilesProvider):
     connection: the plugin reads exactly what the module returns."""
 
     def __init__(self, root, canned=None):
-        super().__init__(types.SimpleNamespace(_task=types.SimpleNamespace(check_mode=False)), {}, root=str(root))
+        super().__init__(types.SimpleNamespace(check_mode=False), {}, root=str(root))
         self.canned = canned
 
     def run_module(self, args):
