@@ -165,84 +165,33 @@ class AttemptRunner:
         change needs its own login and a broken shell would fail the batch's later fixes. A
         deferred attempt has ``health == {"deferred": True}``.
         """
-        short = item.short_id
         checkpoint = self.checkpoints.open(self.checkpoint_id(item, attempt))
         self._checkpoints[(item.rule, attempt.number)] = checkpoint
         if self.progress is not None:
             self.progress.append("open", rule=item.rule, attempt=attempt.number, checkpoint=checkpoint.id)
-        uncovered: dict[str, str] = {}
-        switch: dict = {}
-        own_health: list[str] = []  # why this attempt's health cannot wait for its batch
-        # trusted (vendor, skill) text: the files it names are saved with its first change
-        named = named_in_the_text(tasks) if trusted else None
-        if named == ([], []):
-            named = None
-        changing: list[str] = []  # the files of the tasks that ran to change something
-
-        def cover_with_named(full: list, shallow: list) -> bool:
-            """Save ``full``/``shallow`` and, the first time, the files the text names, in one
-            checkpoint call; False when that call failed (then nothing is assumed saved)."""
-            nonlocal named
-            if named:
-                full, shallow, named = list(full) + named[0], list(shallow) + named[1], None
-            if not full and not shallow:
-                return True
-            try:
-                checkpoint.cover(full, shallow)
-                return True
-            except CheckpointError:
-                return False
-
-        def before_change(fqcn: str, args: dict) -> str | None:
-            if self.parent is not None and self.parent.gone():  # killed playbook: change nothing more
-                return "ansible-playbook is gone; the attempt stops before this change"
-            touched = paths_touched(fqcn, args)
-            if touched.read_only:
-                return None
-            if touched.unknown:
-                uncovered[fqcn] = touched.unknown
-            paths = list(touched.paths) + list(touched.shallow)
-            changing.extend(p for p in paths if p not in changing)
-            if safety.needs_own_health(fqcn, paths):
-                own_health.append(fqcn)
-            if not switch and self.deadman_seconds and safety.touches_access(fqcn, args, paths, self.home):
-                problem = self._arm(item, attempt, checkpoint, paths, switch)
-                if problem:
-                    return problem
-            if paths:
-                if named and cover_with_named(touched.paths, touched.shallow):
-                    return None
-                # else a later task's file could not be saved ahead: this task's own, alone
-                try:
-                    checkpoint.cover(touched.paths, touched.shallow)
-                except CheckpointError as exc:  # no change without a way back
-                    return "the checkpoint of %s failed: %s" % (", ".join(paths)[:200], exc)
-            return None
-
-        def cover_ahead(pairs: list) -> None:  # a loop's files (and those named), in one save
-            full: list[str] = []
-            shallow: list[str] = []
-            for fqcn, args in pairs:
-                touched = paths_touched(fqcn, args)
-                if not touched.read_only:
-                    full.extend(touched.paths)
-                    shallow.extend(touched.shallow)
-            cover_with_named(full, shallow)  # on failure each item saves its own files before it runs
-
+        guard = _ChangeGuard(self, item, attempt, checkpoint, named_in_the_text(tasks) if trusted else None)
         attempt.tasks = tasks
         executor = TaskListExecutor(self.session, self.task_vars, trusted=trusted,
-                                    policy=None if trusted else self.gate_policy, before_change=before_change,
+                                    policy=None if trusted else self.gate_policy, before_change=guard.before_change,
                                     facts_cache=self.facts_cache, diff=True,
-                                    cover_ahead=cover_ahead if trusted else None)
+                                    cover_ahead=guard.cover_ahead if trusted else None)
         report = executor.run(tasks, variables)
         attempt.report = report.to_dict()
-        attempt.checkpoint = dict(checkpoint.to_dict(), not_covered=uncovered, deadman=bool(switch), changing=changing)
+        attempt.checkpoint = dict(checkpoint.to_dict(), not_covered=guard.uncovered, deadman=bool(guard.switch),
+                                  changing=guard.changing)
         self.changed = self.changed or report.changed
         self.events.emit(
-            "fix_applied", rule=short, attempt=attempt.number, source=attempt.source, ok=report.ok,
+            "fix_applied", rule=item.short_id, attempt=attempt.number, source=attempt.source, ok=report.ok,
             changed=report.changed, refused=report.refused, failed_task=report.failed_task, error=report.error,
             modules=report.modules, tasks=report.task_results, checkpoint=attempt.checkpoint,
         )
+        self._after_run(item, attempt, report, checkpoint, guard, defer_health)
+
+    def _after_run(self, item: A.WorkItem, attempt: A.Attempt, report, checkpoint, guard: "_ChangeGuard",
+                   defer_health: bool) -> None:
+        """What the attempt's run comes to before verification: refused, connection lost,
+        health deferred to its batch, healthy (the switch disarmed), or unhealthy and healed."""
+        short, switch = item.short_id, guard.switch
         if report.refused:
             attempt.gate = report.refused
             attempt.verdict, attempt.reason = A.judge(report.refused, None, None, None)
@@ -258,7 +207,7 @@ class AttemptRunner:
         if not self.health_check:
             self._disarm(item, attempt, checkpoint, switch)
             return
-        if defer_health and not switch and not own_health and item.category != "ssh":
+        if defer_health and not switch and not guard.own_health and item.category != "ssh":
             attempt.health = {"deferred": True}
             self._created[(item.rule, attempt.number)] = list(getattr(checkpoint, "absent", ()))
             return
@@ -434,3 +383,74 @@ class AttemptRunner:
             attempt.say("oscap result after the fix: %s" % value)
 
     # -- the vendor phase ------------------------------------------------------------------
+
+
+class _ChangeGuard:
+    """Runs before each change of one attempt (the executor's ``before_change`` and
+    ``cover_ahead``): saves what the task will change in the attempt's checkpoint, arms the
+    dead-man switch before the first change that touches access, and records what no file
+    checkpoint covers (``uncovered``), the files the tasks ran to change (``changing``) and
+    why the attempt's health cannot wait for its batch (``own_health``). ``named``: the
+    files a trusted text names (``named_in_the_text``), saved with its first change."""
+
+    def __init__(self, runner: "AttemptRunner", item: A.WorkItem, attempt: A.Attempt, checkpoint,
+                 named: tuple[list[str], list[str]] | None) -> None:
+        self.runner, self.item, self.attempt, self.checkpoint = runner, item, attempt, checkpoint
+        self.named = None if named == ([], []) else named
+        self.uncovered: dict[str, str] = {}
+        self.switch: dict = {}
+        self.own_health: list[str] = []
+        self.changing: list[str] = []
+
+    def _cover_with_named(self, full: t.Sequence[str], shallow: t.Sequence[str]) -> bool:
+        """Save ``full``/``shallow`` and, the first time, the files the text names, in one
+        checkpoint call; False when that call failed (then nothing is assumed saved)."""
+        full, shallow = list(full), list(shallow)
+        if self.named:
+            full, shallow, self.named = full + self.named[0], shallow + self.named[1], None
+        if not full and not shallow:
+            return True
+        try:
+            self.checkpoint.cover(full, shallow)
+            return True
+        except CheckpointError:
+            return False
+
+    def before_change(self, fqcn: str, args: dict) -> str | None:
+        runner = self.runner
+        if runner.parent is not None and runner.parent.gone():  # killed playbook: change nothing more
+            return "ansible-playbook is gone; the attempt stops before this change"
+        touched = paths_touched(fqcn, args)
+        if touched.read_only:
+            return None
+        if touched.unknown:
+            self.uncovered[fqcn] = touched.unknown
+        paths = list(touched.paths) + list(touched.shallow)
+        self.changing.extend(p for p in paths if p not in self.changing)
+        if safety.needs_own_health(fqcn, paths):
+            self.own_health.append(fqcn)
+        if not self.switch and runner.deadman_seconds and safety.touches_access(fqcn, args, paths, runner.home):
+            problem = runner._arm(self.item, self.attempt, self.checkpoint, paths, self.switch)
+            if problem:
+                return problem
+        if not paths:
+            return None
+        if self.named and self._cover_with_named(touched.paths, touched.shallow):
+            return None
+        try:  # else a later task's file could not be saved ahead: this task's own, alone
+            self.checkpoint.cover(touched.paths, touched.shallow)
+        except CheckpointError as exc:  # no change without a way back
+            return "the checkpoint of %s failed: %s" % (", ".join(paths)[:200], exc)
+        return None
+
+    def cover_ahead(self, pairs: list) -> None:
+        """A loop's files (and those the text names), in one save; on failure each item
+        saves its own files before it runs."""
+        full: list[str] = []
+        shallow: list[str] = []
+        for fqcn, args in pairs:
+            touched = paths_touched(fqcn, args)
+            if not touched.read_only:
+                full.extend(touched.paths)
+                shallow.extend(touched.shallow)
+        self._cover_with_named(full, shallow)

@@ -5,8 +5,6 @@ from __future__ import annotations
 import typing as t
 
 OSCAP_EVAL = "scapforge.remediation.oscap_eval"
-#: oscap_eval error kinds that mean the scanner itself died (shared/cases scanner-crash).
-CRASH_KINDS = frozenset({"scanner_crashed", "oom_killed", "timeout"})
 
 
 class Scanner:
