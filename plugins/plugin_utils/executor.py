@@ -97,6 +97,24 @@ class PackageFactsCache:
     def invalidate(self) -> None:
         self._facts.clear()
 
+    def serve(self, fqcn: str, args: dict) -> dict | None:
+        """The result of a package_facts task from this cache, or None to run it."""
+        if fqcn != PACKAGE_FACTS:
+            return None
+        facts = self.get(args)
+        if facts is None:
+            return None
+        self.served += 1
+        return dict(changed=False, ansible_facts=facts, msg='package facts of this run, unchanged since gathered')
+
+    def remember(self, fqcn: str, args: dict, result: dict, check_mode: bool) -> None:
+        """Keep what a package_facts task gathered; forget it when a task changed packages."""
+        if fqcn == PACKAGE_FACTS and not result.get('failed') and isinstance(result.get('ansible_facts'), dict):
+            self.gathered += 1
+            self.put(args, result['ansible_facts'])
+        elif fqcn in PACKAGE_CHANGING and (result.get('changed') or result.get('failed')) and not check_mode:
+            self.invalidate()
+
 
 @dataclasses.dataclass
 class ExecutionReport:
@@ -261,7 +279,6 @@ class TaskListExecutor:
         self._hook_seconds = 0.0  # spent in before_change so far (not a task's own time)
         self._keep_results = False
         self._data_loader = session.parts().loader
-        self._shared = session.parts().shared_loader_obj
         base_check = session.check_mode
         self._force_check = bool(base_check) and base_check is not None
 
@@ -438,7 +455,7 @@ class TaskListExecutor:
             task_vars = dict(run_vars)
             task_vars.update(task.get_vars())
         try:
-            items = self._loop_items(task, task_vars)
+            items = loop_items(self._engine(task_vars), task)
         except AnsibleError as ex:
             # Ansible raises a loop error only if the task is not skipped by its when
             try:
@@ -465,37 +482,6 @@ class TaskListExecutor:
         self._register(task, result, run_vars)
         return result, fqcn, ran
 
-    def _loop_items(self, task: Task, task_vars: dict) -> list | None:
-        """The loop items as TaskExecutor._get_loop_items computes them (None: no loop)."""
-        engine = self._engine(task_vars)
-        if task.loop_with:
-            terms = task.loop
-            if isinstance(terms, str):
-                # str_problematic_strip keeps the trust tag
-                terms = engine.resolve_to_container(ansible_private.str_problematic_strip(terms))
-            if not isinstance(terms, list):
-                terms = [terms]
-            # exactly TaskExecutor._get_loop_items: the lookup runs inside the template engine, so
-            # (trusted) templates in the terms render lazily as they do in a play
-            loop_with = task.loop_with
-
-            @ansible_private._DirectCall.mark
-            def invoke_lookup() -> t.Any:
-                return ansible_private._invoke_lookup(plugin_name=loop_with, lookup_terms=terms,
-                                                      lookup_kwargs=dict(wantlist=True), invoked_as_with=True)
-
-            items = engine.evaluate_expression(expression=trust_as_template('invoke_lookup()'),
-                                               local_variables=dict(invoke_lookup=invoke_lookup))
-            if not isinstance(items, list):
-                raise AnsibleError(f'with_{loop_with} must produce a list, not {type(items).__name__}.')
-            return list(items)
-        if task.loop is not None:
-            items = engine.template(task.loop)
-            if not isinstance(items, list):
-                raise AnsibleError(f'The `loop` value must resolve to a list, not {type(items).__name__}.')
-            return items
-        return None
-
     def _run_loop(self, task: Task, items: list, task_vars: dict, run_vars: dict) -> dict:
         """Run each item with ``item`` set, aggregating as TaskExecutor.run does."""
         results = []
@@ -514,7 +500,7 @@ class TaskListExecutor:
             # As the strategy applies each item's facts to the host in order (set_fact in a
             # loop accumulates, e.g. SSG's audit fixes counting paths in found_paths_dict).
             if changes is not None:
-                self._apply_changes(changes, run_vars)
+                apply_changes(changes, run_vars)
         out: dict = dict(results=results, skipped=True, changed=False)
         for res in results:
             if res.get('changed'):
@@ -583,10 +569,11 @@ class TaskListExecutor:
             vars_copy = dict(variables)
             started = True
             own_args = dict(tmp_task.args or {})  # before the handler adds its own keys
-            result = self._cached_package_facts(fqcn, own_args)
+            result = self._facts_cache.serve(fqcn, own_args) if self._facts_cache is not None else None
             if result is None:
-                result, changes = self._run_handler(tmp_task, vars_copy)
-                self._remember_package_facts(fqcn, own_args, result, tmp_task.check_mode)
+                result, changes = run_handler(self._session, tmp_task, vars_copy)
+                if self._facts_cache is not None:
+                    self._facts_cache.remember(fqcn, own_args, result, tmp_task.check_mode)
             else:
                 changes = ansible_private.changes_from_result(tmp_task.action, result)
         except AnsibleConnectionFailure as ex:
@@ -598,10 +585,10 @@ class TaskListExecutor:
             return res
 
         if changes.facts or changes.variables:
-            self._apply_changes(changes, vars_copy)
-            self._apply_changes(changes, run_vars)
+            apply_changes(changes, vars_copy)
+            apply_changes(changes, run_vars)
             if variables is not run_vars:
-                self._apply_changes(changes, variables)
+                apply_changes(changes, variables)
             result['_scapforge_changes'] = changes
         if 'failed' not in result:
             result['failed'] = 'rc' in result and result['rc'] not in (0, '0')
@@ -610,7 +597,7 @@ class TaskListExecutor:
             result['failed'] = True
             return result
         for name in ansible_private.register_names(task):
-            vars_copy[name] = self._registered(result)
+            vars_copy[name] = registered(result)
         if 'skipped' not in result:
             condname = 'changed'
             try:
@@ -626,88 +613,102 @@ class TaskListExecutor:
                 result[f'{condname}_when_result'] = task_gate._error_text(ex)
         return result
 
-    def _cached_package_facts(self, fqcn: str, args: dict) -> dict | None:
-        """The result of a package_facts task from the run's cache, or None to run it."""
-        if self._facts_cache is None or fqcn != PACKAGE_FACTS:
-            return None
-        facts = self._facts_cache.get(args)
-        if facts is None:
-            return None
-        self._facts_cache.served += 1
-        return dict(changed=False, ansible_facts=facts, msg='package facts of this run, unchanged since gathered')
-
-    def _remember_package_facts(self, fqcn: str, args: dict, result: dict, check_mode: bool) -> None:
-        if self._facts_cache is None:
-            return
-        if fqcn == PACKAGE_FACTS and not result.get('failed') and isinstance(result.get('ansible_facts'), dict):
-            self._facts_cache.gathered += 1
-            self._facts_cache.put(args, result['ansible_facts'])
-        elif fqcn in PACKAGE_CHANGING and (result.get('changed') or result.get('failed')) and not check_mode:
-            self._facts_cache.invalidate()
-
-    def _run_handler(self, task: Task, task_vars: dict) -> tuple[dict, ansible_private.VariableChanges]:
-        """Pick the handler as TaskExecutor does (module's action plugin, same-named action, else
-        ansible.legacy.normal) and run it on the action's own connection. Returns (its result,
-        the variables it gives the host)."""
-        session = self._session
-        shared = self._shared
-        module = shared.module_loader.find_plugin_with_context(task.action, collection_list=task.collections)
-        if module.resolved and module.action_plugin:
-            handler_name, collections = module.action_plugin, task.collections
-        elif shared.action_loader.has_plugin(task.action, collection_list=task.collections):
-            handler_name, collections = task.action, task.collections
-        else:
-            handler_name, collections = 'ansible.legacy.normal', None
-        play_context = session.parts().play_context.copy()
-        play_context.check_mode = task.check_mode
-        handler = shared.action_loader.get(
-            handler_name,
-            task=task,
-            connection=session.parts().connection,
-            play_context=play_context,
-            loader=self._data_loader,
-            templar=session.parts().templar.copy_with_new_env(available_variables=task_vars),
-            shared_loader_obj=shared,
-            collection_list=collections,
-        )
-        if handler is None:
-            raise AnsibleError(f'the handler {handler_name!r} was not found')
-        changes = ansible_private.VariableChanges()
-        host_name = str(task_vars.get('inventory_hostname', ''))
-        try:
-            result, changes = ansible_private.run_action(handler, task, task_vars, host_name)
-        except AnsibleConnectionFailure:
-            raise
-        except AnsibleAction as ex:  # AnsibleActionFail/Skip/_ActionDone carry their result
-            result = ansible_private.action_exception_result(ex)
-        except AnsibleError:
-            raise
-        except Exception as ex:  # a plugin bug must fail the task, not the remediation loop
-            result = dict(failed=True, msg=f'Unexpected failure during task execution: {type(ex).__name__}: {ex}')
-        finally:
-            handler.cleanup()
-        return result, changes
-
-    @staticmethod
-    def _apply_changes(changes: ansible_private.VariableChanges, variables: dict) -> None:
-        """Apply an action's variables to ``variables`` exactly as TaskExecutor does: facts first
-        (into ``ansible_facts`` without the ansible_ prefix, as VariableManager builds host vars, and
-        as top-level ``ansible_*`` vars when INJECT_FACTS_AS_VARS), then plain variables."""
-        if changes.facts:
-            variables['ansible_facts'] = combine_vars(variables.get('ansible_facts', {}),
-                                                      namespace_facts(changes.facts)['ansible_facts'])
-            if C.INJECT_FACTS_AS_VARS:
-                variables.update(clean_facts(changes.facts))
-        variables.update(changes.variables)
-
-    @staticmethod
-    def _registered(result: dict) -> dict:
-        """A result as ``register`` stores it (internal keys and the executor's own keys left out)."""
-        value = strip_internal_keys(copy.copy(result))
-        value.pop('_scapforge_changes', None)
-        value.pop('_scapforge_not_run', None)
-        return value
-
     def _register(self, task: Task, result: dict, run_vars: dict) -> None:
         for name in ansible_private.register_names(task):
-            run_vars[name] = self._registered(result)
+            run_vars[name] = registered(result)
+
+
+def run_handler(session, task: Task, task_vars: dict) -> tuple[dict, ansible_private.VariableChanges]:
+    """Pick the handler as TaskExecutor does (module's action plugin, same-named action, else
+    ansible.legacy.normal) and run it on the action's own connection. Returns (its result,
+    the variables it gives the host)."""
+    parts = session.parts()
+    shared = parts.shared_loader_obj
+    module = shared.module_loader.find_plugin_with_context(task.action, collection_list=task.collections)
+    if module.resolved and module.action_plugin:
+        handler_name, collections = module.action_plugin, task.collections
+    elif shared.action_loader.has_plugin(task.action, collection_list=task.collections):
+        handler_name, collections = task.action, task.collections
+    else:
+        handler_name, collections = 'ansible.legacy.normal', None
+    play_context = parts.play_context.copy()
+    play_context.check_mode = task.check_mode
+    handler = shared.action_loader.get(
+        handler_name,
+        task=task,
+        connection=parts.connection,
+        play_context=play_context,
+        loader=parts.loader,
+        templar=parts.templar.copy_with_new_env(available_variables=task_vars),
+        shared_loader_obj=shared,
+        collection_list=collections,
+    )
+    if handler is None:
+        raise AnsibleError(f'the handler {handler_name!r} was not found')
+    changes = ansible_private.VariableChanges()
+    host_name = str(task_vars.get('inventory_hostname', ''))
+    try:
+        result, changes = ansible_private.run_action(handler, task, task_vars, host_name)
+    except AnsibleConnectionFailure:
+        raise
+    except AnsibleAction as ex:  # AnsibleActionFail/Skip/_ActionDone carry their result
+        result = ansible_private.action_exception_result(ex)
+    except AnsibleError:
+        raise
+    except Exception as ex:  # a plugin bug must fail the task, not the remediation loop
+        result = dict(failed=True, msg=f'Unexpected failure during task execution: {type(ex).__name__}: {ex}')
+    finally:
+        handler.cleanup()
+    return result, changes
+
+
+def apply_changes(changes: ansible_private.VariableChanges, variables: dict) -> None:
+    """Apply an action's variables to ``variables`` exactly as TaskExecutor does: facts first
+    (into ``ansible_facts`` without the ansible_ prefix, as VariableManager builds host vars, and
+    as top-level ``ansible_*`` vars when INJECT_FACTS_AS_VARS), then plain variables."""
+    if changes.facts:
+        variables['ansible_facts'] = combine_vars(variables.get('ansible_facts', {}),
+                                                  namespace_facts(changes.facts)['ansible_facts'])
+        if C.INJECT_FACTS_AS_VARS:
+            variables.update(clean_facts(changes.facts))
+    variables.update(changes.variables)
+
+
+def registered(result: dict) -> dict:
+    """A result as ``register`` stores it (internal keys and the executor's own keys left out)."""
+    value = strip_internal_keys(copy.copy(result))
+    value.pop('_scapforge_changes', None)
+    value.pop('_scapforge_not_run', None)
+    return value
+
+
+def loop_items(engine, task: Task) -> list | None:
+    """The loop items as TaskExecutor._get_loop_items computes them with ``engine`` (the
+    task's template engine) (None: no loop)."""
+    if task.loop_with:
+        terms = task.loop
+        if isinstance(terms, str):
+            # str_problematic_strip keeps the trust tag
+            terms = engine.resolve_to_container(ansible_private.str_problematic_strip(terms))
+        if not isinstance(terms, list):
+            terms = [terms]
+        # exactly TaskExecutor._get_loop_items: the lookup runs inside the template engine, so
+        # (trusted) templates in the terms render lazily as they do in a play
+        loop_with = task.loop_with
+
+        @ansible_private._DirectCall.mark
+        def invoke_lookup() -> t.Any:
+            return ansible_private._invoke_lookup(plugin_name=loop_with, lookup_terms=terms,
+                                                  lookup_kwargs=dict(wantlist=True), invoked_as_with=True)
+
+        items = engine.evaluate_expression(expression=trust_as_template('invoke_lookup()'),
+                                           local_variables=dict(invoke_lookup=invoke_lookup))
+        if not isinstance(items, list):
+            raise AnsibleError(f'with_{loop_with} must produce a list, not {type(items).__name__}.')
+        return list(items)
+    if task.loop is not None:
+        items = engine.template(task.loop)
+        if not isinstance(items, list):
+            raise AnsibleError(f'The `loop` value must resolve to a list, not {type(items).__name__}.')
+        return items
+    return None
