@@ -367,12 +367,7 @@ def parse_progress(stdout):
             per_rule[rule_id] = _worse(per_rule.get(rule_id), value)
         else:
             unexpected[rule_id] = value
-    counts = dict((value, 0) for value in RESULT_VALUES)
-    rules = {}
-    for rule_id, value in per_rule.items():
-        counts[value] += 1
-        if value != "notselected":
-            rules[rule_id] = value
+    rules, counts = _rules_and_counts(per_rule, False)
     return {"rules": rules, "counts": counts, "unexpected": unexpected}
 
 
