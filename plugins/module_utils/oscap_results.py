@@ -224,88 +224,118 @@ def parse_xccdf_results(xml_bytes, include_notselected=False):
     """
     if isinstance(xml_bytes, str):
         xml_bytes = xml_bytes.encode("utf-8")
-    info = {
-        "benchmark_id": None,
-        "content_version": None,
-        "profile": None,
-        "test_result_id": None,
-        "start_time": None,
-        "end_time": None,
-        "scanner_version": None,
-        "score": None,
-    }
-    found_test_result = False
-    per_rule = {}
-    unexpected = {}
-    depth = 0
-    root_local = None
+    reader = _ResultsReader()
     try:
         for event, elem in ET.iterparse(io.BytesIO(xml_bytes), events=("start", "end")):
-            name = _local(elem.tag)
             if event == "start":
-                depth += 1
-                if depth == 1:
-                    root_local = name
-                    if name == "Benchmark":
-                        info["benchmark_id"] = elem.get("id")
-                if name == "TestResult":
-                    # A new TestResult: the last one in the document wins.
-                    found_test_result = True
-                    per_rule = {}
-                    unexpected = {}
-                    info["test_result_id"] = elem.get("id")
-                    info["start_time"] = elem.get("start-time")
-                    info["end_time"] = elem.get("end-time")
-                    system = elem.get("test-system") or ""
-                    m = re.search(r"openscap:([0-9][^:\s]*)", system)
-                    info["scanner_version"] = m.group(1) if m else None
-                    if root_local == "TestResult" and elem.get("version"):
-                        info["content_version"] = elem.get("version")
-                continue
-            # end event
-            if name == "version" and depth == 2 and root_local == "Benchmark":
-                info["content_version"] = _text(elem)
-            elif name == "benchmark" and root_local == "TestResult" and info["benchmark_id"] is None:
-                info["benchmark_id"] = elem.get("id")
-            elif name == "profile" and depth == 3:
-                info["profile"] = elem.get("idref")
-            elif name == "score" and depth == 3:
-                if elem.get("system", "urn:xccdf:scoring:default") == "urn:xccdf:scoring:default":
-                    try:
-                        info["score"] = float(_text(elem))
-                    except ValueError:
-                        pass
-            elif name == "rule-result":
-                rule_id = elem.get("idref")
-                value = None
-                for child in elem:
-                    if _local(child.tag) == "result":
-                        value = _text(child)
-                        break
-                if rule_id and value:
-                    if value in RESULT_VALUES:
-                        per_rule[rule_id] = _worse(per_rule.get(rule_id), value)
-                    else:
-                        unexpected[rule_id] = value
-                elem.clear()
-            elif name in ("Group", "Rule", "Value", "Profile") and depth == 2:
-                elem.clear()
-            depth -= 1
+                reader.start(_local(elem.tag), elem)
+            else:
+                reader.end(_local(elem.tag), elem)
     except ET.ParseError as exc:
         raise ValueError("XCCDF results are not well-formed XML: %s" % exc)
-    if not found_test_result:
+    if not reader.found_test_result:
         raise ValueError("XCCDF results hold no TestResult element")
+    info = reader.info
+    info["rules"], info["counts"] = _rules_and_counts(reader.per_rule, include_notselected)
+    info["unexpected"] = reader.unexpected
+    return info
 
+
+class _ResultsReader:
+    """What one pass over an XCCDF results document has read so far (the last TestResult's
+    rule results, the benchmark's and the TestResult's facts); fed by ``parse_xccdf_results``
+    with each element's start and end."""
+
+    def __init__(self):
+        self.info = {
+            "benchmark_id": None,
+            "content_version": None,
+            "profile": None,
+            "test_result_id": None,
+            "start_time": None,
+            "end_time": None,
+            "scanner_version": None,
+            "score": None,
+        }
+        self.found_test_result = False
+        self.per_rule = {}
+        self.unexpected = {}
+        self.depth = 0
+        self.root_local = None
+
+    def start(self, name, elem):
+        self.depth += 1
+        if self.depth == 1:
+            self.root_local = name
+            if name == "Benchmark":
+                self.info["benchmark_id"] = elem.get("id")
+        if name == "TestResult":
+            self._start_test_result(elem)
+
+    def _start_test_result(self, elem):
+        # A new TestResult: the last one in the document wins.
+        self.found_test_result = True
+        self.per_rule = {}
+        self.unexpected = {}
+        self.info["test_result_id"] = elem.get("id")
+        self.info["start_time"] = elem.get("start-time")
+        self.info["end_time"] = elem.get("end-time")
+        self.info["scanner_version"] = _scanner_version(elem.get("test-system"))
+        if self.root_local == "TestResult" and elem.get("version"):
+            self.info["content_version"] = elem.get("version")
+
+    def end(self, name, elem):
+        info, depth, root_local = self.info, self.depth, self.root_local
+        if name == "version" and depth == 2 and root_local == "Benchmark":
+            info["content_version"] = _text(elem)
+        elif name == "benchmark" and root_local == "TestResult" and info["benchmark_id"] is None:
+            info["benchmark_id"] = elem.get("id")
+        elif name == "profile" and depth == 3:
+            info["profile"] = elem.get("idref")
+        elif name == "score" and depth == 3:
+            if elem.get("system", "urn:xccdf:scoring:default") == "urn:xccdf:scoring:default":
+                try:
+                    info["score"] = float(_text(elem))
+                except ValueError:
+                    pass
+        elif name == "rule-result":
+            self._rule_result(elem)
+            elem.clear()
+        elif name in ("Group", "Rule", "Value", "Profile") and depth == 2:
+            elem.clear()
+        self.depth -= 1
+
+    def _rule_result(self, elem):
+        rule_id = elem.get("idref")
+        value = None
+        for child in elem:
+            if _local(child.tag) == "result":
+                value = _text(child)
+                break
+        if rule_id and value:
+            if value in RESULT_VALUES:
+                self.per_rule[rule_id] = _worse(self.per_rule.get(rule_id), value)
+            else:
+                self.unexpected[rule_id] = value
+
+
+def _scanner_version(test_system):
+    """The OpenSCAP version in a TestResult's ``test-system`` attribute
+    (``cpe:/a:redhat:openscap:1.3.7`` -> ``"1.3.7"``), None when it names none."""
+    m = re.search(r"openscap:([0-9][^:\s]*)", test_system or "")
+    return m.group(1) if m else None
+
+
+def _rules_and_counts(per_rule, include_notselected):
+    """``(rules, counts)`` of ``parse_xccdf_results`` from {rule id: result}: ``rules``
+    without ``notselected`` unless asked, ``counts`` of all nine results, notselected included."""
     counts = dict((value, 0) for value in RESULT_VALUES)
     rules = {}
     for rule_id, value in per_rule.items():
         counts[value] += 1
         if value != "notselected" or include_notselected:
             rules[rule_id] = value
-    info["rules"] = rules
-    info["counts"] = counts
-    info["unexpected"] = unexpected
-    return info
+    return rules, counts
 
 
 _PROGRESS_LINE_RE = re.compile(r"^(?P<rule>xccdf_[^\s:]+):(?P<result>[a-z]+)$")
@@ -337,12 +367,7 @@ def parse_progress(stdout):
             per_rule[rule_id] = _worse(per_rule.get(rule_id), value)
         else:
             unexpected[rule_id] = value
-    counts = dict((value, 0) for value in RESULT_VALUES)
-    rules = {}
-    for rule_id, value in per_rule.items():
-        counts[value] += 1
-        if value != "notselected":
-            rules[rule_id] = value
+    rules, counts = _rules_and_counts(per_rule, False)
     return {"rules": rules, "counts": counts, "unexpected": unexpected}
 
 
@@ -448,28 +473,44 @@ def classify_oscap_failure(rc, stderr, datastream=None, tailoring_file=None, tim
     """
     stderr = stderr or ""
     tail = stderr_tail(stderr, max_lines=8, max_chars=1500)
-    if timed_out:
-        return "timeout", "oscap did not finish within %s seconds and was killed." % (
-            timeout if timeout is not None else "the allowed"
-        )
-    signum = _signal_of(rc)
-    if signum is not None:
-        if signum == signal.SIGKILL:
-            return "oom_killed", (
-                "oscap was killed (SIGKILL, exit %s): killed, out of memory most likely "
-                "(the kernel OOM killer sends SIGKILL). stderr: %s" % (rc, tail or "(empty)")
-            )
-        return "scanner_crashed", "scanner crashed: oscap was killed by %s (exit %s). stderr: %s" % (
-            _signal_name(signum),
-            rc,
-            tail or "(empty)",
-        )
+    killed = _killed(rc, tail, timed_out, timeout)
+    if killed is not None:
+        return killed
     if rc in (0, 2):
         m = _OUTPUT_FILE_RE.search(stderr) or _SAVE_FILE_RE.search(stderr)
         if m:
             return "results_unwritable", "oscap could not write its results file %s." % m.group("path")
         return None, None
+    return (_named_failure(stderr, datastream, tailoring_file)
+            or _unusable_file(stderr, datastream, tailoring_file)
+            or ("oscap_error", "oscap failed (exit %s): %s" % (rc, tail or "no message on stderr")))
 
+
+def _killed(rc, tail, timed_out, timeout):
+    """``(error_kind, msg)`` when oscap did not end by itself (our timeout, or a signal;
+    SIGKILL we did not send is the OOM killer's), else None."""
+    if timed_out:
+        return "timeout", "oscap did not finish within %s seconds and was killed." % (
+            timeout if timeout is not None else "the allowed"
+        )
+    signum = _signal_of(rc)
+    if signum is None:
+        return None
+    if signum == signal.SIGKILL:
+        return "oom_killed", (
+            "oscap was killed (SIGKILL, exit %s): killed, out of memory most likely "
+            "(the kernel OOM killer sends SIGKILL). stderr: %s" % (rc, tail or "(empty)")
+        )
+    return "scanner_crashed", "scanner crashed: oscap was killed by %s (exit %s). stderr: %s" % (
+        _signal_name(signum),
+        rc,
+        tail or "(empty)",
+    )
+
+
+def _named_failure(stderr, datastream, tailoring_file):
+    """``(error_kind, msg)`` for an oscap error naming an unknown profile or rule, or a
+    results file it could not write; None when stderr has none of these."""
     m = _UNKNOWN_PROFILE_RE.search(stderr)
     if m:
         return "unknown_profile", "Profile %s is not in datastream %s%s." % (
@@ -493,28 +534,37 @@ def classify_oscap_failure(rc, stderr, datastream=None, tailoring_file=None, tim
             m.group("path"),
             ": " + why.strip() if why else "",
         )
+    return None
 
-    def about(path_re):
-        paths = [mm.group("path") for mm in path_re.finditer(stderr)]
-        if datastream and datastream in paths:
-            return "datastream"
-        if tailoring_file and tailoring_file in paths:
-            return "tailoring"
-        if paths and not tailoring_file:
-            return "datastream"
-        return "tailoring" if paths else None
 
-    which = about(_UNABLE_TO_OPEN_RE)
+def _file_named(path_re, stderr, datastream, tailoring_file):
+    """Which input the paths ``path_re`` finds in stderr are about: "datastream",
+    "tailoring" or None (no path; an unknown path is the datastream's without a tailoring file)."""
+    paths = [m.group("path") for m in path_re.finditer(stderr)]
+    if datastream and datastream in paths:
+        return "datastream"
+    if tailoring_file and tailoring_file in paths:
+        return "tailoring"
+    if paths and not tailoring_file:
+        return "datastream"
+    return "tailoring" if paths else None
+
+
+def _unusable_file(stderr, datastream, tailoring_file):
+    """``(error_kind, msg)`` when oscap could not open or parse the datastream or the
+    tailoring file, else None."""
+    which = _file_named(_UNABLE_TO_OPEN_RE, stderr, datastream, tailoring_file)
     if which == "datastream":
         return "datastream_missing", "Datastream %s cannot be opened (missing or unreadable)." % datastream
     if which == "tailoring":
         return "oscap_error", "Tailoring file %s cannot be opened (missing or unreadable)." % tailoring_file
-    which = about(_UNABLE_TO_PARSE_RE) or about(_UNKNOWN_DOCTYPE_RE)
+    which = (_file_named(_UNABLE_TO_PARSE_RE, stderr, datastream, tailoring_file)
+             or _file_named(_UNKNOWN_DOCTYPE_RE, stderr, datastream, tailoring_file))
     if which == "datastream":
         return "datastream_invalid", "Datastream %s is not a valid SCAP document: %s" % (datastream, _first_error(stderr))
     if which == "tailoring":
         return "oscap_error", "Tailoring file %s is not a valid tailoring document: %s" % (tailoring_file, _first_error(stderr))
-    return "oscap_error", "oscap failed (exit %s): %s" % (rc, tail or "no message on stderr")
+    return None
 
 
 def _first_error(stderr):

@@ -608,39 +608,14 @@ def scan(module, params, result):
     oscap = find_oscap(module, params["oscap_path"])
     result["oscap_version"] = oscap_version(oscap)
     datastream = params["datastream"]
-    check_datastream(datastream)
-    check_output_path(params["results_path"], "results_path")
-    check_output_path(params["arf_path"], "arf_path")
-    if params["tailoring_file"] and not os.path.isfile(params["tailoring_file"]):
-        raise ScanFailed("oscap_error", "Tailoring file %s does not exist on the target." % params["tailoring_file"])
-
+    check_inputs(params)
     workdir = tempfile.mkdtemp(prefix="scapforge-oscap-")
     try:
-        tailoring = params["tailoring_file"]
-        if params["tailoring_content"] is not None:
-            tailoring = os.path.join(workdir, "tailoring.xml")
-            with open(tailoring, "wb") as fh:
-                fh.write(params["tailoring_content"].encode("utf-8"))
+        tailoring = write_tailoring(params, workdir)
         results_xml = os.path.join(workdir, "results.xml")
         arf_xml = os.path.join(workdir, "arf.xml")
-        cmd = [oscap, "xccdf", "eval"]
-        if tailoring:
-            cmd += ["--tailoring-file", tailoring]
-        if params["skip_validation"]:
-            cmd.append("--skip-validation")
-        cmd += ["--profile", result["profile"]]
-        for rule in result["requested_rules"]:
-            cmd += ["--rule", rule]
-        from_progress = params["results_source"] == "progress"
-        if from_progress:
-            cmd.append("--progress")
-        else:
-            cmd += ["--results", results_xml]
-        if params["arf_path"]:
-            cmd += ["--results-arf", arf_xml]
-        if params["evidence"]:
-            cmd.append("--oval-results")
-        cmd.append(datastream)
+        cmd = oscap_command(oscap, params, result["profile"], result["requested_rules"], tailoring,
+                            results_xml, arf_xml)
         result["cmd"] = cmd
 
         tmp_before = oscap_tmp_dirs()
@@ -652,67 +627,130 @@ def scan(module, params, result):
         result["stderr_tail"] = stderr_tail(stderr)
         result["scanner_warnings"] = scanner_warnings(stderr)
         result["unmet_requires"] = [{"rule": r, "requires": q} for r, q in unmet_requires(stderr)]
-
-        kind, msg = classify_oscap_failure(
-            rc,
-            stderr,
-            datastream=datastream,
-            tailoring_file=tailoring,
-            timed_out=timed_out,
-            timeout=params["timeout"],
-        )
-        if kind is None and rc not in (0, 2):
-            kind, msg = "oscap_error", "oscap failed (exit %s)." % rc
+        kind, msg = scan_failure(rc, stderr, params, tailoring, timed_out)
         if kind is not None:
-            if kind == "oscap_error" and tailoring and params["tailoring_content"] is not None:
-                msg = msg.replace("Tailoring file " + tailoring, "The tailoring_content").replace(tailoring, "tailoring_content")
             raise ScanFailed(kind, msg)
-        if from_progress:
+
+        if params["results_source"] == "progress":
             with open(os.path.join(workdir, "oscap.stdout"), "rb") as fh:
-                parsed = parse_progress(fh.read())
-            result["rules"] = parsed["rules"]
-            result["counts"] = parsed["counts"]
-            result["missing"] = missing_rules(result["requested_rules"], parsed["rules"])
-            if parsed["unexpected"]:
-                result["unexpected_results"] = parsed["unexpected"]
+                record_results(result, parse_progress(fh.read()))
             return
-        if not os.path.isfile(results_xml):
-            raise ScanFailed("oscap_error", "oscap exited %s but wrote no results file." % rc)
-        with open(results_xml, "rb") as fh:
-            data = fh.read()
-        try:
-            parsed = parse_xccdf_results(data)
-        except ValueError as exc:
-            raise ScanFailed("oscap_error", "oscap exited %s but its results cannot be read: %s" % (rc, exc))
-
-        if params["results_path"]:
-            keep_copy(results_xml, params["results_path"], "results_path")
-            result["results_path"] = params["results_path"]
-        if params["arf_path"]:
-            if not os.path.isfile(arf_xml):
-                raise ScanFailed("oscap_error", "oscap exited %s but wrote no ARF file." % rc)
-            if params["arf_path"].endswith(".gz"):
-                keep_gzip(arf_xml, params["arf_path"], "arf_path")
-            else:
-                keep_copy(arf_xml, params["arf_path"], "arf_path")
-            result["arf_path"] = params["arf_path"]
-
-        result["rules"] = parsed["rules"]
-        result["counts"] = parsed["counts"]
-        result["missing"] = missing_rules(result["requested_rules"], parsed["rules"])
-        result["content_version"] = parsed["content_version"]
-        result["benchmark_id"] = parsed["benchmark_id"]
-        result["start_time"] = parsed["start_time"]
-        result["end_time"] = parsed["end_time"]
-        result["score"] = parsed["score"]
-        if parsed["profile"]:
-            result["profile"] = parsed["profile"]
-        if parsed["unexpected"]:
-            result["unexpected_results"] = parsed["unexpected"]
+        data, parsed = read_results(results_xml, rc)
+        keep_outputs(params, results_xml, arf_xml, rc, result)
+        record_results(result, parsed)
         if params["evidence"]:
             result.update(read_evidence(workdir, data, result["requested_rules"]))
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def check_inputs(params):
+    """Raise ScanFailed for a datastream, output path or tailoring file oscap could not use."""
+    check_datastream(params["datastream"])
+    check_output_path(params["results_path"], "results_path")
+    check_output_path(params["arf_path"], "arf_path")
+    if params["tailoring_file"] and not os.path.isfile(params["tailoring_file"]):
+        raise ScanFailed("oscap_error", "Tailoring file %s does not exist on the target." % params["tailoring_file"])
+
+
+def write_tailoring(params, workdir):
+    """The tailoring file to give oscap: ``tailoring_content`` written into workdir, else
+    ``tailoring_file`` (None when there is neither)."""
+    if params["tailoring_content"] is None:
+        return params["tailoring_file"]
+    tailoring = os.path.join(workdir, "tailoring.xml")
+    with open(tailoring, "wb") as fh:
+        fh.write(params["tailoring_content"].encode("utf-8"))
+    return tailoring
+
+
+def oscap_command(oscap, params, profile, rules, tailoring, results_xml, arf_xml):
+    """The ``oscap xccdf eval`` argv for params (full profile id, full rule ids); the
+    results go to stdout (``--progress``) or to results_xml, the ARF to arf_xml."""
+    cmd = [oscap, "xccdf", "eval"]
+    if tailoring:
+        cmd += ["--tailoring-file", tailoring]
+    if params["skip_validation"]:
+        cmd.append("--skip-validation")
+    cmd += ["--profile", profile]
+    for rule in rules:
+        cmd += ["--rule", rule]
+    if params["results_source"] == "progress":
+        cmd.append("--progress")
+    else:
+        cmd += ["--results", results_xml]
+    if params["arf_path"]:
+        cmd += ["--results-arf", arf_xml]
+    if params["evidence"]:
+        cmd.append("--oval-results")
+    cmd.append(params["datastream"])
+    return cmd
+
+
+def scan_failure(rc, stderr, params, tailoring, timed_out):
+    """``(error_kind, msg)`` of a run that did not finish a scan, ``(None, None)`` for one
+    that did. A message about the tailoring file written from ``tailoring_content`` names
+    that option, not the module's temporary path."""
+    kind, msg = classify_oscap_failure(
+        rc,
+        stderr,
+        datastream=params["datastream"],
+        tailoring_file=tailoring,
+        timed_out=timed_out,
+        timeout=params["timeout"],
+    )
+    if kind is None and rc not in (0, 2):
+        kind, msg = "oscap_error", "oscap failed (exit %s)." % rc
+    if kind == "oscap_error" and tailoring and params["tailoring_content"] is not None:
+        msg = msg.replace("Tailoring file " + tailoring, "The tailoring_content").replace(tailoring, "tailoring_content")
+    return kind, msg
+
+
+def read_results(results_xml, rc):
+    """(bytes, parsed) of the results document oscap wrote; ScanFailed when it is missing
+    or cannot be read."""
+    if not os.path.isfile(results_xml):
+        raise ScanFailed("oscap_error", "oscap exited %s but wrote no results file." % rc)
+    with open(results_xml, "rb") as fh:
+        data = fh.read()
+    try:
+        return data, parse_xccdf_results(data)
+    except ValueError as exc:
+        raise ScanFailed("oscap_error", "oscap exited %s but its results cannot be read: %s" % (rc, exc))
+
+
+def keep_outputs(params, results_xml, arf_xml, rc, result):
+    """Copy the results document to results_path and the ARF to arf_path (gzip for .gz)."""
+    if params["results_path"]:
+        keep_copy(results_xml, params["results_path"], "results_path")
+        result["results_path"] = params["results_path"]
+    if params["arf_path"]:
+        if not os.path.isfile(arf_xml):
+            raise ScanFailed("oscap_error", "oscap exited %s but wrote no ARF file." % rc)
+        if params["arf_path"].endswith(".gz"):
+            keep_gzip(arf_xml, params["arf_path"], "arf_path")
+        else:
+            keep_copy(arf_xml, params["arf_path"], "arf_path")
+        result["arf_path"] = params["arf_path"]
+
+
+#: what a results document tells beyond the rules (``parse_progress`` gives none of these)
+DOCUMENT_KEYS = ("content_version", "benchmark_id", "start_time", "end_time", "score")
+
+
+def record_results(result, parsed):
+    """Fill result's rule keys, and the document's keys it has, from ``parse_xccdf_results``
+    or ``parse_progress``."""
+    result["rules"] = parsed["rules"]
+    result["counts"] = parsed["counts"]
+    result["missing"] = missing_rules(result["requested_rules"], parsed["rules"])
+    for key in DOCUMENT_KEYS:
+        if key in parsed:
+            result[key] = parsed[key]
+    if parsed.get("profile"):
+        result["profile"] = parsed["profile"]
+    if parsed["unexpected"]:
+        result["unexpected_results"] = parsed["unexpected"]
 
 
 def main():

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import datetime
 import re
-from typing import Iterable, Mapping, Optional, Tuple
+from typing import Dict, Iterable, Mapping, Optional, Tuple
 
 from ansible_collections.scapforge.remediation.plugins.plugin_utils import deps
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.catalog import (
@@ -43,6 +43,7 @@ __all__ = ["build_tailoring", "TAILORING_SUFFIX"]
 TAILORING_SUFFIX = "_scapforge"
 
 _X = "{%s}" % XCCDF12_NS
+_XML_LANG = "{http://www.w3.org/XML/1998/namespace}lang"
 
 
 def build_tailoring(
@@ -100,9 +101,23 @@ def build_tailoring(
     if not re.match(r"^xccdf_[^_]+_profile_.+$", tailored_id):
         raise CatalogError("tailored profile id %r is not of the form xccdf_<ns>_profile_<name>" % tailored_id)
 
-    # The selection under the base profile, then our changes on top.
+    changes = _selection_changes(catalog, base, inherited_selections, wanted, dropped)
+    value_elems = _value_elements(catalog, inherited_values, values or {})
+    root = _tailoring_root(catalog, base, ancestor, tailored_id, title)
+    _append_profile_changes(root.find(_X + "Profile"), changes, value_elems, refine_rules)
+    data = etree.tostring(root, xml_declaration=True, encoding="UTF-8", pretty_print=True)
+    return data, tailored_id
+
+
+def _selection_changes(catalog: Catalog, base: Profile, inherited: Mapping[str, bool],
+                       wanted: Iterable[str], dropped: Iterable[str]) -> Dict[str, bool]:
+    """The ``<select>`` entries {item id: bool} (in the order to write them) that turn
+    ``base``'s selection into exactly ``base`` + ``wanted`` - ``dropped``: the ``inherited``
+    ones first, each wanted rule and every group above it that the base deselects, the
+    dropped rules, then an unselect for every other rule re-selecting a group brought in."""
+    wanted, dropped = list(wanted), list(dropped)
     selections = dict(base.selections)
-    changes = dict(inherited_selections)  # item id -> bool, in insertion order
+    changes = dict(inherited)  # item id -> bool, in insertion order
     for rid in wanted:
         changes[rid] = True
         for group in catalog.group_ancestors(rid):
@@ -112,8 +127,7 @@ def build_tailoring(
         changes[rid] = False
     after = dict(selections)
     after.update(changes)
-    before_rules = set(base.selected_rules)
-    expected = (before_rules | set(wanted)) - set(dropped)
+    expected = (set(base.selected_rules) | set(wanted)) - set(dropped)
     # Rules that re-selecting a group would bring in without being asked for.
     for rid in catalog.effective_selection(after):
         if rid not in expected:
@@ -123,9 +137,16 @@ def build_tailoring(
     if result != expected:  # pragma: no cover - a bug in the logic above, not an input error
         raise CatalogError("tailoring selection mismatch: %d unexpected, %d missing" % (
             len(result - expected), len(expected - result)))
+    return changes
 
-    value_elems = dict(inherited_values)  # full value id -> (tag, value)
-    for vid, val in (values or {}).items():
+
+def _value_elements(catalog: Catalog, inherited: Mapping[str, Tuple[str, str]],
+                    values: Mapping[str, str]) -> Dict[str, Tuple[str, str]]:
+    """{full value id: ("refine-value", selector) | ("set-value", literal)}: the
+    ``inherited`` entries, then ``values`` (a value that is one of the Value's selectors is
+    a refine-value, any other string a set-value). CatalogError for an unknown Value."""
+    value_elems = dict(inherited)
+    for vid, val in values.items():
         if not catalog.has_value(vid):
             raise CatalogError("XCCDF Value %r is not in %s" % (vid, catalog.benchmark_id))
         full_vid = vid if vid.startswith("xccdf_") else "%svalue_%s" % (catalog.id_namespace, vid)
@@ -134,9 +155,14 @@ def build_tailoring(
             value_elems[full_vid] = ("refine-value", val)
         else:
             value_elems[full_vid] = ("set-value", val)
+    return value_elems
 
-    nsmap = {"xccdf": XCCDF12_NS}
-    root = etree.Element(_X + "Tailoring", nsmap=nsmap)
+
+def _tailoring_root(catalog: Catalog, base: Profile, ancestor: Optional[Profile], tailored_id: str,
+                    title: Optional[str]):
+    """The ``<xccdf:Tailoring>`` element with its status, version and one Profile (id,
+    extends, title, description), the Profile's changes not yet added."""
+    root = etree.Element(_X + "Tailoring", nsmap={"xccdf": XCCDF12_NS})
     root.set("id", "xccdf_scapforge_tailoring_" + re.sub(r"[^A-Za-z0-9_.-]", "_", base.short_id))
     status = etree.SubElement(root, _X + "status")
     status.text = "incomplete"
@@ -148,16 +174,23 @@ def build_tailoring(
     if ancestor is not None:
         prof.set("extends", ancestor.id)
     ptitle = etree.SubElement(prof, _X + "title")
-    ptitle.set("{http://www.w3.org/XML/1998/namespace}lang", "en-US")
+    ptitle.set(_XML_LANG, "en-US")
     ptitle.set("override", "true")
     ptitle.text = title or "%s (scapforge tailoring)" % (base.title or base.short_id)
     pdesc = etree.SubElement(prof, _X + "description")
-    pdesc.set("{http://www.w3.org/XML/1998/namespace}lang", "en-US")
+    pdesc.set(_XML_LANG, "en-US")
     pdesc.set("override", "true")
     pdesc.text = "Generated by scapforge.remediation from %s (%s %s, sha256 %s)%s." % (
         base.id, catalog.benchmark_id, catalog.benchmark_version, catalog.sha256,
         "" if ancestor is not None and ancestor.id == base.id else " of tailoring file %s (sha256 %s)" % (
             catalog.tailoring.name, catalog.tailoring.sha256))
+    return root
+
+
+def _append_profile_changes(prof, changes: Mapping[str, bool], value_elems: Mapping[str, Tuple[str, str]],
+                            refine_rules: Mapping[str, Mapping[str, str]]) -> None:
+    """Append to Profile element ``prof`` its selects, then refine-values and set-values,
+    then refine-rules (attributes sorted), in XCCDF's element order."""
     for item_id, flag in changes.items():
         sel = etree.SubElement(prof, _X + "select")
         sel.set("idref", item_id)
@@ -174,8 +207,6 @@ def build_tailoring(
         elem.set("idref", item_id)
         for name, value in sorted(attrs.items()):
             elem.set(name, value)
-    data = etree.tostring(root, xml_declaration=True, encoding="UTF-8", pretty_print=True)
-    return data, tailored_id
 
 
 def _changes_beyond(base: Profile, ancestor: Optional[Profile]) -> Tuple[dict, dict, dict]:
