@@ -14,7 +14,8 @@ from ansible.utils.display import Display
 from ansible_collections.scapforge.remediation.plugins.module_utils.run_summary_options import ARGUMENT_SPEC
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.events import utc_now
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.summary import write_summary
-from ansible_collections.scapforge.remediation.plugins.plugin_utils import deps, host_summary, report_ckl, report_html
+from ansible_collections.scapforge.remediation.plugins.plugin_utils import deps, evidence, host_summary, report_ckl
+from ansible_collections.scapforge.remediation.plugins.plugin_utils import report_html
 from ansible_collections.scapforge.remediation.plugins.plugin_utils import report_junit
 
 
@@ -51,8 +52,11 @@ class ActionModule(ActionBase):
             raise AnsibleActionFail("cannot write the run summary in %s: %s" % (args["run_dir"], exc))
         try:
             reports = self.write_reports(args["run_dir"], summary, args.get("datastream_src"))
+            reports["evidence"] = evidence.write_bundle(args["run_dir"], summary["run_id"], args.get("evidence_key"))
         except OSError as exc:
             raise AnsibleActionFail("cannot write the run's reports in %s: %s" % (args["run_dir"], exc))
+        except evidence.EvidenceError as exc:
+            raise AnsibleActionFail("cannot sign the run's evidence bundle: %s" % exc)
         lines = self.console_lines(summary, reports)
         display = Display()
         for line in lines:
@@ -69,6 +73,11 @@ class ActionModule(ActionBase):
     def console_lines(summary: dict, reports: dict) -> list[str]:
         """The end of the play: where report.html is, then three lines per host."""
         lines = ["scapforge run %s: report %s" % (summary["run_id"], reports["html"])]
+        bundle = reports.get("evidence")
+        if bundle:
+            lines.append("scapforge run %s: evidence %s (%s)" % (
+                summary["run_id"], bundle["path"], "signed: %s" % bundle["signature"] if bundle["signed"]
+                else "unsigned: set scapforge_evidence_key to sign it"))
         for host, report in sorted(summary["hosts"].items()):
             lines.extend(host_summary.console_lines(host, report))
         for host in summary["without_report"]:
@@ -77,16 +86,19 @@ class ActionModule(ActionBase):
 
     @staticmethod
     def write_reports(run_dir: str, summary: dict, datastream_src: str | None = None) -> dict:
-        """report.html, junit.xml and checklists/<host>.ckl and .cklb of every host in the
-        summary, once per run on the controller; returns {html, junit, checklists: {host:
-        {ckl, cklb}}, checklists_refused: {host: why}}."""
+        """report.html, junit.xml, ledger.json and checklists/<host>.ckl and .cklb of every
+        host in the summary, once per run on the controller; returns {html, junit, ledger,
+        checklists: {host: {ckl, cklb}}, checklists_refused: {host: why}}."""
         hosts = summary["hosts"]
         checklists, refused = report_ckl.write(run_dir, hosts, catalog_lookup(datastream_src))
         relative = {h: {kind: os.path.relpath(p, run_dir) for kind, p in paths.items()}
                     for h, paths in checklists.items()}
         junit = report_junit.write(run_dir, hosts)
+        ledger = host_summary.write_ledger(run_dir, hosts)
         outputs = {"summary (JSON)": "summary.json", "JUnit": os.path.relpath(junit, run_dir),
-                   "events (JSON lines)": "events.jsonl"}
+                   "change ledger (JSON)": os.path.relpath(ledger, run_dir), "events (JSON lines)": "events.jsonl",
+                   "evidence bundle": evidence.bundle_name(summary["run_id"])}
         html = report_html.write(run_dir, hosts, summary["run_id"], utc_now(), relative, summary["without_report"],
                                  outputs, refused)
-        return {"html": html, "junit": junit, "checklists": checklists, "checklists_refused": refused}
+        return {"html": html, "junit": junit, "ledger": ledger, "checklists": checklists,
+                "checklists_refused": refused}

@@ -13,6 +13,8 @@ count.
 
 from __future__ import annotations
 
+import json
+import os
 import typing as t
 
 from ansible_collections.scapforge.remediation.plugins.plugin_utils import host_report as HR
@@ -193,3 +195,17 @@ def console_lines(host: str, report: HR.HostReport) -> list[str]:
     third = "%s:   left for a human: %d of the %d rules failing at the end%s" % (
         host, g["left_for_human"], g["final_fail"], "; the others: %s" % ", ".join(parts) if parts else "")
     return [first, second, third]
+
+
+LEDGER = "ledger.json"
+
+
+def write_ledger(run_dir: str, hosts: t.Mapping[str, HR.HostReport]) -> str:
+    """Write ``<run_dir>/ledger.json``: {host: :func:`changes`}, what the run left changed on
+    each host (atomically); returns its path. Raises OSError."""
+    path = os.path.join(run_dir, LEDGER)
+    tmp = "%s.tmp.%d" % (path, os.getpid())
+    with open(tmp, "w", encoding="utf-8") as handle:
+        json.dump({host: changes(report) for host, report in sorted(hosts.items())}, handle, indent=1, sort_keys=True)
+    os.replace(tmp, path)
+    return path
