@@ -15,7 +15,7 @@ from ansible_collections.scapforge.remediation.plugins.module_utils.run_summary_
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.events import utc_now
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.summary import write_summary
 from ansible_collections.scapforge.remediation.plugins.plugin_utils import deps, evidence, host_summary, report_ckl
-from ansible_collections.scapforge.remediation.plugins.plugin_utils import report_html
+from ansible_collections.scapforge.remediation.plugins.plugin_utils import report_html, report_oscal
 from ansible_collections.scapforge.remediation.plugins.plugin_utils import report_junit
 
 
@@ -43,7 +43,7 @@ class ActionModule(ActionBase):
     _requires_connection = False
 
     def run(self, tmp=None, task_vars=None):
-        deps.require("junitparser", "lxml", error=AnsibleActionFail)
+        deps.require("compliance-trestle", "junitparser", "lxml", error=AnsibleActionFail)
         result = super().run(tmp, task_vars)
         _validation, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
         try:
@@ -86,19 +86,23 @@ class ActionModule(ActionBase):
 
     @staticmethod
     def write_reports(run_dir: str, summary: dict, datastream_src: str | None = None) -> dict:
-        """report.html, junit.xml, ledger.json and checklists/<host>.ckl and .cklb of every
-        host in the summary, once per run on the controller; returns {html, junit, ledger,
-        checklists: {host: {ckl, cklb}}, checklists_refused: {host: why}}."""
+        """report.html, junit.xml, ledger.json, oscal/assessment-results.json and
+        checklists/<host>.ckl and .cklb of every host in the summary, once per run on the
+        controller; returns {html, junit, ledger, oscal, checklists: {host: {ckl, cklb}},
+        checklists_refused: {host: why}}."""
         hosts = summary["hosts"]
         checklists, refused = report_ckl.write(run_dir, hosts, catalog_lookup(datastream_src))
         relative = {h: {kind: os.path.relpath(p, run_dir) for kind, p in paths.items()}
                     for h, paths in checklists.items()}
         junit = report_junit.write(run_dir, hosts)
         ledger = host_summary.write_ledger(run_dir, hosts)
+        generated = utc_now()
+        oscal = report_oscal.write(run_dir, hosts, summary["run_id"], generated)
         outputs = {"summary (JSON)": "summary.json", "JUnit": os.path.relpath(junit, run_dir),
+                   "OSCAL assessment results": os.path.relpath(oscal, run_dir),
                    "change ledger (JSON)": os.path.relpath(ledger, run_dir), "events (JSON lines)": "events.jsonl",
                    "evidence bundle": evidence.bundle_name(summary["run_id"])}
-        html = report_html.write(run_dir, hosts, summary["run_id"], utc_now(), relative, summary["without_report"],
+        html = report_html.write(run_dir, hosts, summary["run_id"], generated, relative, summary["without_report"],
                                  outputs, refused)
-        return {"html": html, "junit": junit, "ledger": ledger, "checklists": checklists,
+        return {"html": html, "junit": junit, "ledger": ledger, "oscal": oscal, "checklists": checklists,
                 "checklists_refused": refused}

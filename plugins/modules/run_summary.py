@@ -19,6 +19,8 @@ description:
     content whose profile carries STIG ids; one VULN per V- id, the statuses of its rules merged)).
   - Prints the path of C(report.html) and three lines per host (before and after, what was done, what is left
     for a human) at the end of the play.
+  - Writes C(oscal/assessment-results.json), OSCAL assessment results built and validated with compliance-trestle
+    (one observation per rule, a finding per failing rule, the change ledger as tasks).
   - Bundles the run directory into C(evidence-<run id>.tar.gz) with a manifest of sha256 digests, signed with
     OpenSSH (C(ssh-keygen -Y sign)) when O(evidence_key) is given; C(tools/verify_evidence.py BUNDLE --public-key
     KEY.pub) checks it.
@@ -100,7 +102,8 @@ reports:
     - C(html) report.html (self-contained, for people), C(junit) junit.xml (one test case per
       rule per host), C(checklists) (per host, the paths of its ckl and cklb) of the STIG checklists of hosts whose
       content carries DISA SV- ids, C(checklists_refused) (per host, why no checklist was written),
-      C(ledger) ledger.json (what the run left changed on each host), C(evidence) the evidence bundle
+      C(ledger) ledger.json (what the run left changed on each host), C(oscal) the OSCAL assessment results
+      (oscal/assessment-results.json, built with compliance-trestle), C(evidence) the evidence bundle
       (C(path), C(signature) (the .sig beside it, or null), C(signed), C(files)).
   returned: always
   type: dict

@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime
 import json
 import re
+from pathlib import Path
 
 import lxml.html
 import pytest
@@ -19,6 +20,7 @@ from lxml import etree
 from ansible_collections.scapforge.remediation.plugins.plugin_utils import host_report as HR
 from ansible_collections.scapforge.remediation.plugins.plugin_utils import host_summary as HS
 from ansible_collections.scapforge.remediation.plugins.plugin_utils import report_ckl, report_html, report_junit
+from ansible_collections.scapforge.remediation.plugins.plugin_utils import report_oscal
 from ansible_collections.scapforge.remediation.plugins.plugin_utils import skills
 from ansible_collections.scapforge.remediation.plugins.plugin_utils import waivers as W
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.catalog import Catalog
@@ -311,3 +313,31 @@ def test_unified_diff_of_module_diffs():
     assert "-UMASK 022" in text and "+UMASK 077" in text
     assert '-  "mode": "0644"' in unified_diff([{"before": {"mode": "0644"}, "after": {"mode": "0600"}}])
     assert unified_diff({"dst_binary": 1}) == "diff skipped: destination file appears to be binary\n"
+
+
+def test_oscal_assessment_results_load_back_with_trestle(tmp_path):
+    from trestle.oscal.assessment_results import AssessmentResults
+
+    report = report_samples.debian_full_run()
+    path = report_oscal.write(str(tmp_path), {"lab7": report, "lab8": {"host": "lab8", "error": {"reason": "x", "msg": "y"}}},
+                              report["run_id"], "2026-12-01T12:30:00+00:00")
+    assert path == str(tmp_path / "oscal" / "assessment-results.json")
+    loaded = AssessmentResults.oscal_read(Path(path))  # trestle's models validate every field
+    assert [r.title for r in loaded.results] == ["lab7: anssi_bp28_high"]  # a host that never ran has no result
+    result = loaded.results[0]
+    assert len(result.observations) == len(report["scan_results"])
+    props = {o.title: {p.name: p.value for p in o.props} for o in result.observations}
+    assert props["accounts_password_pam_dcredit"]["result"] == "pass"
+    assert props["accounts_password_pam_dcredit"]["outcome"] == "remediated"
+    failing = HS.final_fail(report)
+    assert sorted(f.target.target_id for f in result.findings) == failing and len(failing) == 102
+    assert {getattr(f.target.status.state, "value", f.target.status.state) for f in result.findings} == {"not-satisfied"}
+    by_uuid = {o.uuid: o for o in result.observations}
+    assert all(by_uuid[f.related_observations[0].observation_uuid].title == f.target.target_id for f in result.findings)
+    tasks = {t.uuid: t for t in result.local_definitions.tasks}
+    assert len(tasks) == 112  # the change ledger
+    fixed = next(o for o in result.observations if o.title == "accounts_password_pam_dcredit")
+    related = fixed.origins[0].related_tasks
+    assert len(related) == 1 and "accounts_password_pam_dcredit" in tasks[related[0].task_uuid].title
+    assert "+x=1" in tasks[related[0].task_uuid].remarks
+    assert {e.href for e in fixed.relevant_evidence} == {"arf/lab7-before.xml", "arf/lab7-after.xml"}
