@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """Print a run's summary.json for a human: per host before/after counts, outcomes by
-reason, regressions, rules picked up by the rescan, and wall time (seconds).
+reason, regressions, rules picked up by the rescan, what is left for a human (every rule
+failing at the end in one bucket, plugins/plugin_utils/host_summary.py), and wall time
+(seconds).
 
 Usage: tools/print_summary.py [RUN_DIR or summary.json]   (default: playbooks/scapforge-runs/latest)
 Exits 1 with a message if the file is missing or not JSON.
@@ -9,6 +11,11 @@ Exits 1 with a message if the file is missing or not JSON.
 import json
 import os
 import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, ".collections"))
+
+from ansible_collections.scapforge.remediation.plugins.plugin_utils import host_summary  # noqa: E402
 
 
 def main(argv):
@@ -33,6 +40,11 @@ def main(argv):
             print("  %4d  %s" % (count, reason))
         print("  regressions: %s" % (report.get("regressions") or "none"))
         print("  picked up by the rescan: %d" % len(report.get("picked_up_by_rescan", [])))
+        glance = host_summary.glance(report)
+        print("  left for a human: %d of the %d rules failing at the end" % (glance["left_for_human"],
+                                                                           glance["final_fail"]))
+        for bucket, rules in glance["buckets"].items():
+            print("  %4d  %s" % (len(rules), bucket.replace("_", " ")))
         memory = report.get("memory")
         if memory:
             print("  memory: %d lessons shown or acted on, %d created, %d reinforced, %d retired%s" % (

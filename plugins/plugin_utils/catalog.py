@@ -172,6 +172,20 @@ class Catalog:
             raise CatalogError("cannot read datastream %s: %s" % (path, exc.strerror or exc)) from None
         return cls.from_bytes(data, source=str(path))
 
+    @classmethod
+    def cached(cls, sha256: str) -> "Optional[Catalog]":
+        """The catalog of the datastream whose sha256 is ``sha256`` when this process or the
+        disk cache already holds it, else None; never parses (the reports of a run look up
+        the content its hosts used)."""
+        with _cache_lock:
+            hit = _cache.get(sha256)
+        if hit is not None:
+            return hit
+        directory = _disk_cache_dir()
+        if not directory or not sha256:
+            return None
+        return _disk_load(os.path.join(directory, "%s-%s.pickle" % (sha256, _DISK_LAYOUT)), sha256)
+
     @staticmethod
     def clear_cache() -> None:
         """Forget every cached catalog (tests, long-lived processes)."""

@@ -14,8 +14,9 @@ What is written, every line prefixed with the inventory host name:
 - default verbosity: one header line once the baseline scan is known (how many rules the
   host will work), one line per rule when it gets its outcome
   (``lab1: rule 12/136 sysctl_kernel_kptr_restrict attempt 1 (vendor): remediated
-  [verified] 2.1 s``), a line when the rescan adds rules, and a closing line with the
-  counts; a rule whose outcome changes later (``regressed`` after the final scan, settled
+  [verified] 2.1 s``; in check mode the line ends with the plan: ``skipped [check_mode]:
+  vendor fix would run 2 tasks: ...``), a line when the rescan adds rules, and a closing
+  line with the counts; a rule whose outcome changes later (``regressed`` after the final scan, settled
   after a reboot) gets one more line, marked ``now``;
 - ``-v``: scans with their counts, and per attempt what the fix did, the health check,
   OpenSCAP's verdict and the rollback.
@@ -84,9 +85,11 @@ class ConsoleProgress:
             return
         self.done.add(short_id)
         self.total = max(self.total, len(self.done))
-        self._say("rule %d/%d %s%s: %s%s" % (len(self.done), self.total, short_id, tried, verdict, took))
         detail = str(outcome.get("detail") or "").strip()
-        if detail and outcome.get("outcome") != "remediated":
+        # check mode's answer is the plan: the tasks that would run, at default verbosity
+        plan = ": %s" % one_line(detail, 400) if outcome.get("reason") == "check_mode" and detail else ""
+        self._say("rule %d/%d %s%s: %s%s%s" % (len(self.done), self.total, short_id, tried, verdict, took, plan))
+        if detail and not plan and outcome.get("outcome") != "remediated":
             self._verbose("  %s: %s" % (short_id, one_line(detail, 300)))
 
     def finished(self, counts: dict, stopped: str | None) -> None:

@@ -3,8 +3,9 @@
 """The controller-side third-party libraries: which failed to import, and the error that
 names them.
 
-The controller plugins use openai, tinydb, filelock, lxml, jsonschema and junitparser
-(requirements.txt; meta/ee-requirements.txt for an execution environment). Each plugin_utils
+The controller plugins use openai, tinydb, filelock, lxml, jsonschema, junitparser and
+compliance-trestle (requirements.txt; meta/ee-requirements.txt for an execution
+environment). Each plugin_utils
 module imports its library inside ``try``/``except ImportError`` and calls :func:`missing`
 there, so that the module, and every plugin that imports it, still imports without the
 library: ``ansible-test sanity --test import`` imports every controller plugin with only

@@ -1,12 +1,20 @@
-"""``report.html``: one self-contained page for the people who read a run (issue 10 item 3).
+"""``report.html``: one self-contained page for the people who read a run (issue 10 item 3,
+issue 20 item 1).
 
 Rendered with jinja2 from ``report_templates/report.html.j2`` (shipped in the collection),
 autoescaped: everything from hosts and models (rule details, task YAML, diffs) is text. The
-page loads nothing (inline CSS, inline SVG, no script). Per host: before/after counts, a chart
-of pass/fail by category before and after (SVG bars, one per category and scan, with
-``data-*`` attributes naming what they show), escalations grouped by reason, waivers, every
-rule's outcome, reason and attempts with the tasks each attempt ran (YAML) and the diff of
-every file they changed, and links to the ARF results and the STIG checklist.
+page loads nothing (inline CSS, inline SVG, no script) and fits 1,400 px.
+
+In reading order: the summary (``id="summary"``, the first screen at 1,400 x 900: per host
+before -> after, outcome counts by kind as ``data-outcome="<outcome/reason>"`` /
+``data-count`` elements, regressions, rescan pick-ups, resumed, waivers, memory, and the
+rules that still fail reconciled into buckets, :mod:`host_summary`); warnings; the change
+ledger (what the run left changed on each host, with diffs); pass and fail by category
+before and after (SVG bars with ``data-*`` attributes; rules that became applicable during
+the run are counted apart; check mode draws the baseline only and lists the plan); every
+rule that failed at baseline, grouped by outcome and reason, environment reasons collapsed to
+one line each, the attempts folded; the outputs (ARF, checklists, junit, OSCAL, bundle).
+Severity words are the content's; CAT I/II/III only where the content carries DISA ids.
 """
 
 from __future__ import annotations
@@ -17,7 +25,8 @@ import typing as t
 import jinja2
 
 from ansible_collections.scapforge.remediation.plugins.plugin_utils import host_report as HR
-from ansible_collections.scapforge.remediation.plugins.plugin_utils.outcomes import REASONS, ENVIRONMENT_PREFIX
+from ansible_collections.scapforge.remediation.plugins.plugin_utils import host_summary as HS
+from ansible_collections.scapforge.remediation.plugins.plugin_utils.outcomes import ENVIRONMENT_PREFIX, OUTCOMES
 
 FILE_NAME = "report.html"
 TEMPLATES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "report_templates")
@@ -25,72 +34,141 @@ TEMPLATES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "report_tem
 CHART_WIDTH = 420
 BAR_HEIGHT = 12
 LABEL_WIDTH = 190
+#: the order of the outcome groups of the rule list: what needs a person first.
+OUTCOME_ORDER = ("escalated", "deferred", "skipped", "remediated")
+#: identifier kinds shown in the rule list.
+SHOWN_IDS = ("cce", "stig_id", "stig_rule")
 
 
 def chart(report: HR.HostReport) -> dict:
-    """The chart's data: {scale (pixels per rule), width, height, rows: [{category, y,
-    bars: [{when, kind, count, x, y, width}]}]}. Per category two bars, before and after, each
-    a pass segment followed by a fail segment; a segment's width is count * scale."""
-    before, after = HR.category_counts(report, "before"), HR.category_counts(report, "after")
-    cats = sorted(set(before) | set(after))
-    widest = max([sum(before.get(c, {}).values()) for c in cats] + [sum(after.get(c, {}).values()) for c in cats]
-                 + [1])
+    """The chart's data: {scale (pixels per rule), widest (rules in the longest bar), width,
+    height, scans (before, and after unless check mode or no final scan), rows: [{category,
+    y, became (rules of the category that became applicable), bars: [{when, kind, count, x,
+    y, width}]}]}. Per category and scan one bar, a pass segment followed by a fail segment;
+    a segment's width is count * scale."""
+    scans = ("before", "after") if report.get("after") is not None else ("before",)
+    counts = {when: HR.category_counts(report, when) for when in scans}
+    became: dict[str, int] = {}
+    rows_by_rule = report.get("scan_results") or {}
+    for short in HS.became_applicable(report):
+        cat = rows_by_rule[short].get("category") or "uncategorized"
+        became[cat] = became.get(cat, 0) + 1
+    cats = sorted(set().union(*(set(c) for c in counts.values())))
+    widest = max([sum(counts[w].get(c, {}).values()) for w in scans for c in cats] + [1])
     scale = CHART_WIDTH / widest
     rows, y = [], 20
     for cat in cats:
         bars = []
-        for offset, (when, counts) in enumerate((("before", before), ("after", after))):
+        for offset, when in enumerate(scans):
             x = LABEL_WIDTH + 50
             for kind in ("pass", "fail"):
-                count = counts.get(cat, {}).get(kind, 0)
+                count = counts[when].get(cat, {}).get(kind, 0)
                 bars.append({"when": when, "kind": kind, "count": count, "x": round(x, 2),
                              "y": y + offset * (BAR_HEIGHT + 2), "width": round(count * scale, 2)})
                 x += count * scale
-        rows.append({"category": cat, "y": y, "bars": bars})
-        y += 2 * (BAR_HEIGHT + 2) + 8
-    return {"scale": round(scale, 4), "width": LABEL_WIDTH + 50 + CHART_WIDTH + 60, "height": y + 10, "rows": rows}
+        rows.append({"category": cat, "y": y, "bars": bars, "became": became.get(cat, 0)})
+        y += len(scans) * (BAR_HEIGHT + 2) + 8
+    return {"scale": round(scale, 4), "widest": widest, "width": LABEL_WIDTH + 50 + CHART_WIDTH + 190,
+            "height": y + 10, "rows": rows, "scans": scans}
 
 
-def escalations(hosts: t.Mapping[str, HR.HostReport]) -> list[dict]:
-    """What is left for a human, grouped by reason over all hosts: [{reason, meaning, rules:
-    [{host, rule, title, severity, detail}]}], the biggest group first. Escalated and deferred
-    outcomes count."""
-    groups: dict[str, list[dict]] = {}
-    for host, report in sorted(hosts.items()):
-        for short, rule in sorted((report.get("rules") or {}).items()):
-            if rule.get("outcome") in ("escalated", "deferred"):
-                groups.setdefault(rule.get("reason") or "?", []).append(
-                    {"host": host, "rule": short, "title": rule.get("title", ""), "severity": rule.get("severity", ""),
-                     "detail": rule.get("detail", "")})
+def rule_groups(report: HR.HostReport) -> list[dict]:
+    """The rule list: [{outcome, count, reasons: [{reason, meaning, collapsed (an environment
+    reason: one line), rules: [(short, RuleReport)]}]}] in :data:`OUTCOME_ORDER`, the biggest
+    reason first."""
+    by: dict[str, dict[str, list]] = {}
+    for short, rule in sorted((report.get("rules") or {}).items()):
+        by.setdefault(rule.get("outcome") or "?", {}).setdefault(rule.get("reason") or "?", []).append((short, rule))
     out = []
-    for reason, rules in sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0])):
-        meaning = REASONS.get(reason, (None, ""))[1]
-        if not meaning and reason.startswith(ENVIRONMENT_PREFIX):
-            meaning = "the host's environment, not the rule, stops the fix"
-        out.append({"reason": reason, "meaning": meaning, "rules": rules})
+    for outcome in [o for o in OUTCOME_ORDER if o in by] + sorted(set(by) - set(OUTCOMES)):
+        reasons = [{"reason": reason, "meaning": HS.reason_meaning(reason), "rules": rules,
+                    "collapsed": reason.startswith(ENVIRONMENT_PREFIX) and len(rules) > 1}
+                   for reason, rules in sorted(by[outcome].items(), key=lambda kv: (-len(kv[1]), kv[0]))]
+        out.append({"outcome": outcome, "count": sum(len(r["rules"]) for r in reasons), "reasons": reasons})
     return out
 
 
+def warnings(report: HR.HostReport, checklist_refused: str | None = None) -> list[str]:
+    """What a reader must not miss about one host, as sentences."""
+    out = []
+    if report.get("error"):
+        out.append("The run could not start or go on: %s: %s" % (report["error"].get("reason"), report["error"].get("msg")))
+    if report.get("stopped"):
+        out.append("Host stopped: %s" % report["stopped"])
+    if report.get("regressions"):
+        out.append("Regressions (passed before, not after): %s" % ", ".join(report["regressions"]))
+    for waiver in report.get("expired_waivers") or ():
+        out.append("Waiver of %s expired on %s: the rule was worked as usual" % (waiver.get("rule"), waiver.get("expires")))
+    failing = ((report.get("health_baseline") or {}).get("failing")) or {}
+    if failing:
+        out.append("Health checks failing before any change (not held against a fix): %s" % ", ".join(sorted(failing)))
+    arf = report.get("arf") or {}
+    if arf.get("error"):
+        out.append("ARF results not fetched: %s" % arf["error"])
+    llm = report.get("llm") or {}
+    if llm.get("down"):
+        out.append("The LLM endpoint went down during the run: %s" % llm["down"])
+    memory = report.get("memory") or {}
+    if memory.get("error"):
+        out.append("The lesson store failed: %s" % memory["error"])
+    resumed = report.get("resumed") or {}
+    if resumed.get("interrupted"):
+        out.append("Resumed after an interruption: %d attempt(s) were cut off and undone" % len(resumed["interrupted"]))
+    no_outcome = HS.reconcile(report).get("no_outcome")
+    if no_outcome:
+        out.append("%d rule(s) fail at the end without an outcome in this report: %s" % (
+            len(no_outcome), ", ".join(no_outcome)))
+    if checklist_refused:
+        out.append("No STIG checklist: %s" % checklist_refused)
+    return out
+
+
+def _severity(report: HR.HostReport) -> t.Callable[[str], str]:
+    stig = any(HR.vuln_id(row.get("identifiers")) for row in (report.get("scan_results") or {}).values())
+
+    def word(severity: str) -> str:
+        cat = HR.CAT_BY_SEVERITY.get(severity or "") if stig else None
+        return "%s (%s)" % (severity, cat) if cat else (severity or "")
+    return word
+
+
+def has_ids(report: HR.HostReport) -> bool:
+    """True when a rule of the list carries an identifier the list shows (CCE, STIG ids)."""
+    return any((rule.get("identifiers") or {}).get(kind) for rule in (report.get("rules") or {}).values()
+               for kind in SHOWN_IDS)
+
+
 def render(hosts: t.Mapping[str, HR.HostReport], run_id: str, generated: str,
-           checklists: t.Mapping[str, str] | None = None, without_report: t.Sequence[str] = ()) -> str:
+           checklists: t.Mapping[str, t.Any] | None = None, without_report: t.Sequence[str] = (),
+           outputs: t.Mapping[str, str] | None = None, refused: t.Mapping[str, str] | None = None) -> str:
     """The page's HTML for a run: {host: HostReport}, the run id, when it was generated (an
-    ISO time), {host: checklist path relative to the run dir}, hosts without a report."""
+    ISO time), {host: checklist path relative to the run dir, or {kind: path}}, hosts without a
+    report, run-level outputs {label: relative path}, {host: why it has no checklist}."""
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
                              undefined=jinja2.ChainableUndefined, trim_blocks=True, lstrip_blocks=True)
     env.filters["vuln_id"] = HR.vuln_id
-    env.filters["cat"] = lambda severity: HR.CAT_BY_SEVERITY.get(severity or "", "")
+    env.filters["short_profile"] = lambda p: (p or "?").split("_profile_", 1)[-1]
+    hosts = dict(sorted(hosts.items()))
+    refused = refused or {}
+    lists = {}
+    for host, value in (checklists or {}).items():
+        lists[host] = value if isinstance(value, dict) else {"ckl": value}
     return env.get_template("report.html.j2").render(
-        run_id=run_id, generated=generated, hosts=dict(sorted(hosts.items())), checklists=checklists or {},
-        charts={h: chart(r) for h, r in hosts.items()}, escalations=escalations(hosts),
-        without_report=list(without_report))
+        run_id=run_id, generated=generated, hosts=hosts, checklists=lists,
+        charts={h: chart(r) for h, r in hosts.items()}, glances={h: HS.glance(r) for h, r in hosts.items()},
+        groups={h: rule_groups(r) for h, r in hosts.items()}, ledgers={h: HS.changes(r) for h, r in hosts.items()},
+        warnings={h: warnings(r, refused.get(h)) for h, r in hosts.items()},
+        severity={h: _severity(r) for h, r in hosts.items()}, show_ids={h: has_ids(r) for h, r in hosts.items()},
+        buckets=HS.BUCKETS, human=HS.HUMAN, without_report=list(without_report), outputs=dict(outputs or {}))
 
 
 def write(run_dir: str, hosts: t.Mapping[str, HR.HostReport], run_id: str, generated: str,
-          checklists: t.Mapping[str, str] | None = None, without_report: t.Sequence[str] = ()) -> str:
+          checklists: t.Mapping[str, t.Any] | None = None, without_report: t.Sequence[str] = (),
+          outputs: t.Mapping[str, str] | None = None, refused: t.Mapping[str, str] | None = None) -> str:
     """Write ``<run_dir>/report.html`` atomically; returns its path. Raises OSError."""
     path = os.path.join(run_dir, FILE_NAME)
     tmp = "%s.tmp.%d" % (path, os.getpid())
     with open(tmp, "w", encoding="utf-8") as handle:
-        handle.write(render(hosts, run_id, generated, checklists, without_report))
+        handle.write(render(hosts, run_id, generated, checklists, without_report, outputs, refused))
     os.replace(tmp, path)
     return path

@@ -103,3 +103,37 @@ def test_real_display_prints_default_lines_and_hides_verbose(capsys):
     out = capsys.readouterr().out
     assert "lab9: 2 failing rules to work, profile anssi_bp28_high" in out
     assert "OpenSCAP pass" not in out
+
+
+def test_check_mode_prints_the_plan_at_default_verbosity():
+    screen = Screen()
+    console = ConsoleProgress("lab3", screen)
+    console.planned(2, PROFILE, check_mode=True)
+    console.rule_done("accounts_umask_etc_login_defs", outcome(
+        "skipped", "check_mode", detail="vendor fix would run 2 tasks: Replace user umask in /etc/login.defs; "
+                                        "Ensure the umask line"))
+    console.rule_done("no_fix_rule", outcome("skipped", "check_mode", detail="the content has no Ansible fix"))
+    assert screen.lines[1:] == [
+        "lab3: rule 1/2 accounts_umask_etc_login_defs: skipped [check_mode]: vendor fix would run 2 tasks: "
+        "Replace user umask in /etc/login.defs; Ensure the umask line",
+        "lab3: rule 2/2 no_fix_rule: skipped [check_mode]: the content has no Ansible fix",
+    ]
+
+
+def test_end_of_play_lines_say_where_the_report_is_and_three_lines_per_host():
+    import report_samples
+    from ansible_collections.scapforge.remediation.plugins.action.run_summary import ActionModule
+
+    report = report_samples.debian_full_run()
+    summary = {"run_id": "r9", "hosts": {"lab7": report, "lab8": {"host": "lab8", "error": {
+        "reason": "content", "msg": "cannot read datastream"}}}, "without_report": ["lab9"]}
+    lines = ActionModule.console_lines(summary, {"html": "/runs/r9/report.html"})
+    assert lines == [
+        "scapforge run r9: report /runs/r9/report.html",
+        "lab7: pass 165 -> 279, fail 213 -> 102, regressions: none",
+        "lab7:   112 remediated, 93 escalated, 8 skipped, 0 deferred, 1 picked up by the rescan",
+        "lab7:   left for a human: 47 of the 102 rules failing at the end; the others: 47 environment, "
+        "6 access impacting, 2 waived",
+        "lab8: not run (content): cannot read datastream",
+        "lab9: no report (unreachable, or failed before the loop)",
+    ]

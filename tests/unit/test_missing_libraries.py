@@ -26,12 +26,13 @@ COLLECTIONS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.pa
                            ".collections")
 #: every third-party library of the controller plugins (requirements.txt, less what
 #: ansible-core itself needs).
-LIBRARIES = ("filelock", "jsonschema", "junitparser", "lxml", "openai", "tinydb")
+#: (import names: trestle is compliance-trestle on the package index, as deps.MISSING names it)
+LIBRARIES = ("filelock", "jsonschema", "junitparser", "lxml", "openai", "tinydb", "trestle")
 #: plugin -> (the libraries its imports need, the error its run raises without them)
 NEEDS = {
     "action.ralph": (["filelock", "jsonschema", "lxml", "openai", "tinydb"], "AnsibleActionFail"),
     "action.memory_merge": (["filelock", "tinydb"], "AnsibleActionFail"),
-    "action.run_summary": (["junitparser", "lxml"], "AnsibleActionFail"),
+    "action.run_summary": (["compliance-trestle", "junitparser", "lxml"], "AnsibleActionFail"),
     "lookup.lessons": (["filelock", "tinydb"], "AnsibleLookupError"),
     "lookup.skill": (["jsonschema"], "AnsibleLookupError"),
 }

@@ -135,3 +135,30 @@ def test_every_option_is_passed_by_the_role_from_its_own_variable():
 @pytest.mark.parametrize("option", sorted(COMPUTED))
 def test_computed_options_still_exist(option):
     assert option in ARGUMENT_SPEC
+
+
+def _summary_docs() -> dict:
+    tree = ast.parse((ROOT / "plugins" / "modules" / "run_summary.py").read_text())
+    text = next(ast.literal_eval(n.value) for n in tree.body if isinstance(n, ast.Assign)
+                and isinstance(n.targets[0], ast.Name) and n.targets[0].id == "DOCUMENTATION")
+    return yaml.safe_load(text)["options"]
+
+
+def test_run_summary_documentation_spec_and_role_agree():
+    from ansible_collections.scapforge.remediation.plugins.module_utils.run_summary_options import (
+        ARGUMENT_SPEC as SUMMARY_SPEC)
+    docs = _summary_docs()
+    assert sorted(docs) == sorted(SUMMARY_SPEC)
+    wrong = {n: {k: (_shape(e)[k], _shape(docs[n])[k]) for k in KEYS if k != "no_log"
+                 and not _same(_shape(e)[k], _shape(docs[n])[k])} for n, e in SUMMARY_SPEC.items()}
+    assert {n: d for n, d in wrong.items() if d} == {}
+    tasks = yaml.safe_load((ROLE / "tasks" / "main.yml").read_text())
+    found = [t for block in tasks for t in block.get("block", [block]) + block.get("always", [])
+             if "scapforge.remediation.run_summary" in t]
+    assert len(found) == 1
+    args, spec, defaults = found[0]["scapforge.remediation.run_summary"], _role_spec(), _role_defaults()
+    assert sorted(args) == sorted(SUMMARY_SPEC)
+    for option in ("datastream_src", "evidence_key"):  # the user's variables, passed through
+        match = PLAIN.match(str(args[option]))
+        assert match and match.group(1) == "scapforge_" + option and match.group(2), args[option]
+        assert spec[match.group(1)]["type"] == "str" and defaults[match.group(1)] == ""

@@ -8,6 +8,9 @@ read back with junitparser; report.html is parsed as XML-ish HTML with lxml.
 from __future__ import annotations
 
 import datetime
+import json
+import re
+from pathlib import Path
 
 import lxml.html
 import pytest
@@ -15,13 +18,16 @@ from junitparser import Failure, JUnitXml, Skipped
 from lxml import etree
 
 from ansible_collections.scapforge.remediation.plugins.plugin_utils import host_report as HR
+from ansible_collections.scapforge.remediation.plugins.plugin_utils import host_summary as HS
 from ansible_collections.scapforge.remediation.plugins.plugin_utils import report_ckl, report_html, report_junit
+from ansible_collections.scapforge.remediation.plugins.plugin_utils import report_oscal
 from ansible_collections.scapforge.remediation.plugins.plugin_utils import skills
 from ansible_collections.scapforge.remediation.plugins.plugin_utils import waivers as W
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.catalog import Catalog
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.executor import unified_diff
 
 from test_catalog import lab_datastream
+import report_samples
 
 STIG = "xccdf_org.ssgproject.content_profile_stig"
 P = "xccdf_org.ssgproject.content_rule_"
@@ -60,7 +66,7 @@ def stig_report(rhel9) -> HR.HostReport:
     for short in rules:
         rules[short].update(HR.rule_meta(rhel9.rule(P + short), profile))
     return {"host": "rhel9-a", "run_id": "r1", "profile": STIG,
-            "content": {"sha256": rhel9.sha256, "benchmark_version": rhel9.benchmark_version},
+            "content": {"sha256": rhel9.sha256, "benchmark_version": rhel9.benchmark_version, "oscap_version": "1.3.7"},
             "before": {"pass": 1, "fail": 3, "notapplicable": 1}, "after": {"pass": 2, "fail": 2, "notapplicable": 1},
             "rules": rules, "scan_results": HR.scan_results(rhel9, skill, before, after, profile),
             "waivers": [rules["accounts_tmout"]["waiver"]],
@@ -77,16 +83,11 @@ def test_rule_meta_carries_title_severity_and_stig_ids(stig_report):
     assert HR.vuln_id(row["identifiers"]) == "V-" + row["identifiers"]["stig_rule"][0][3:].split("r")[0]
 
 
-def test_checklist_has_stig_viewer_structure_and_statuses(stig_report, tmp_path):
-    written = report_ckl.write(str(tmp_path), {"rhel9-a": stig_report})
-    text = (tmp_path / "checklists" / "rhel9-a.ckl").read_bytes()
-    assert written == {"rhel9-a": str(tmp_path / "checklists" / "rhel9-a.ckl")}
-    root = etree.fromstring(text)
-    assert root.tag == "CHECKLIST" and [c.tag for c in root] == ["ASSET", "STIGS"]
-    assert [c.tag for c in root.find("ASSET")] == list(report_ckl.ASSET_KEYS)
-    assert root.findtext("ASSET/HOST_NAME") == "rhel9-a"
-    info = root.find("STIGS/iSTIG/STIG_INFO")
-    assert [d.findtext("SID_NAME") for d in info.findall("SI_DATA")] == list(report_ckl.SI_KEYS)
+def _catalogs(rhel9):
+    return lambda sha: rhel9 if sha == rhel9.sha256 else None
+
+
+def _vulns(root):
     vulns = {}
     for vuln in root.findall("STIGS/iSTIG/VULN"):
         tags = [c.tag for c in vuln]
@@ -97,34 +98,76 @@ def test_checklist_has_stig_viewer_structure_and_statuses(stig_report, tmp_path)
             assert [c.tag for c in pair] == ["VULN_ATTRIBUTE", "ATTRIBUTE_DATA"]
             data.setdefault(pair.findtext("VULN_ATTRIBUTE"), pair.findtext("ATTRIBUTE_DATA"))
         assert [k for k in data if k != "CCI_REF"] == list(report_ckl.VULN_KEYS)
-        vulns[data["Group_Title"]] = (data, vuln)
-    assert set(vulns) == {"sshd_disable_root_login", "accounts_tmout", "package_telnet-server_removed",
-                          "grub2_audit_argument", "sshd_disable_empty_passwords"}
-    data, vuln = vulns["sshd_disable_root_login"]
-    ids = stig_report["rules"]["sshd_disable_root_login"]["identifiers"]
-    assert data["Vuln_Num"].startswith("V-") and data["Rule_ID"] == ids["stig_rule"][0]
-    assert data["Rule_ID"].startswith("SV-") and data["Rule_Ver"] == "RHEL-09-255045"
+        assert data["Vuln_Num"] not in vulns, "one VULN per V- id"
+        vulns[data["Vuln_Num"]] = (data, vuln)
+    return vulns
+
+
+def test_checklist_has_stig_viewer_structure_and_statuses(stig_report, rhel9, tmp_path):
+    written, refused = report_ckl.write(str(tmp_path), {"rhel9-a": stig_report}, _catalogs(rhel9))
+    assert refused == {}
+    assert written == {"rhel9-a": {"ckl": str(tmp_path / "checklists" / "rhel9-a.ckl"),
+                                   "cklb": str(tmp_path / "checklists" / "rhel9-a.cklb")}}
+    root = etree.fromstring((tmp_path / "checklists" / "rhel9-a.ckl").read_bytes())
+    assert root.tag == "CHECKLIST" and [c.tag for c in root] == ["ASSET", "STIGS"]
+    assert [c.tag for c in root.find("ASSET")] == list(report_ckl.ASSET_KEYS)
+    assert root.findtext("ASSET/HOST_NAME") == "rhel9-a"
+    info = root.find("STIGS/iSTIG/STIG_INFO")
+    assert [d.findtext("SID_NAME") for d in info.findall("SI_DATA")] == list(report_ckl.SI_KEYS)
+    si = {d.findtext("SID_NAME"): d.findtext("SID_DATA") for d in info.findall("SI_DATA")}
+    assert si["version"] == "0.1.76" and "OpenSCAP 1.3.7" in si["releaseinfo"] and "OpenSCAP 1.3.7" in si["source"]
+    assert rhel9.sha256 in si["source"]
+    vulns = _vulns(root)
+    assert len(vulns) == 448  # every V- id of the stig profile, not only the five rules scanned
+    rules = stig_report["rules"]
+    vid = HR.vuln_id(rules["sshd_disable_root_login"]["identifiers"])
+    data, vuln = vulns[vid]
+    ids = rules["sshd_disable_root_login"]["identifiers"]
+    assert data["Rule_ID"] == ids["stig_rule"][0] and data["Rule_Ver"] == "RHEL-09-255045"
     assert data["Severity"] == "medium" and data["Rule_Title"] == "Disable SSH Root Login"
+    assert data["Group_Title"].startswith("SRG-OS-")
     assert vuln.findtext("STATUS") == "NotAFinding"
-    assert "remediated/verified" in vuln.findtext("FINDING_DETAILS")
+    assert "- sshd_disable_root_login: pass (baseline: fail); scapforge remediated/verified" in vuln.findtext(
+        "FINDING_DETAILS")
     assert "CAT II" in vuln.findtext("FINDING_DETAILS")
-    assert vulns["grub2_audit_argument"][1].findtext("STATUS") == "Open"
-    assert vulns["grub2_audit_argument"][0]["Severity"] == "low"  # SSG 0.1.76's STIG profile
-    assert "CAT III" in vulns["grub2_audit_argument"][1].findtext("FINDING_DETAILS")
-    assert vulns["package_telnet-server_removed"][1].findtext("STATUS") == "NotAFinding"
-    assert vulns["package_telnet-server_removed"][0]["Severity"] == "high"
-    assert "CAT I " in vulns["package_telnet-server_removed"][1].findtext("FINDING_DETAILS")
-    assert vulns["sshd_disable_empty_passwords"][1].findtext("STATUS") == "Not_Applicable"
-    waived = vulns["accounts_tmout"][1]
+    grub = vulns[HR.vuln_id(rules["grub2_audit_argument"]["identifiers"])]
+    assert grub[1].findtext("STATUS") == "Open" and grub[0]["Severity"] == "low"  # SSG 0.1.76's STIG profile
+    telnet = vulns[HR.vuln_id(stig_report["scan_results"]["package_telnet-server_removed"]["identifiers"])]
+    assert telnet[1].findtext("STATUS") == "NotAFinding" and telnet[0]["Severity"] == "high"
+    assert "CAT I " in telnet[1].findtext("FINDING_DETAILS")
+    empty = vulns[HR.vuln_id(stig_report["scan_results"]["sshd_disable_empty_passwords"]["identifiers"])]
+    assert empty[1].findtext("STATUS") == "Not_Applicable"
+    waived = vulns[HR.vuln_id(rules["accounts_tmout"]["identifiers"])][1]
     assert waived.findtext("STATUS") == "Open"
-    assert waived.findtext("COMMENTS") == "Waived (risk accepted) until 2099-01-31: <b>kiosk</b> sessions"
-    assert report_ckl.status_of("error") == report_ckl.status_of(None) == "Not_Reviewed"
+    assert waived.findtext("COMMENTS") == "accounts_tmout waived (risk accepted) until 2099-01-31: <b>kiosk</b> sessions"
+    statuses = [v.findtext("STATUS") for _d, v in vulns.values()]
+    assert statuses.count("Not_Reviewed") == 448 - 5  # rules without a result: notselected
+    cklb = json.loads((tmp_path / "checklists" / "rhel9-a.cklb").read_text())
+    assert cklb["cklb_version"] == "1.0" and cklb["target_data"]["host_name"] == "rhel9-a"
+    stig = cklb["stigs"][0]
+    assert stig["size"] == len(stig["rules"]) == 448
+    by_group = {r["group_id"]: r for r in stig["rules"]}
+    assert by_group[vid]["status"] == "not_a_finding" and by_group[grub[0]["Vuln_Num"]]["status"] == "open"
+    assert by_group[vid]["rule_id_src"] == ids["stig_rule"][0] and not by_group[vid]["rule_id"].endswith("_rule")
+    assert all(r["stig_uuid"] == stig["uuid"] for r in stig["rules"])
+    assert sorted({r["status"] for r in stig["rules"]}) == ["not_a_finding", "not_applicable", "not_reviewed", "open"]
 
 
 def test_no_checklist_for_content_without_stig_ids(stig_report, tmp_path):
-    plain = dict(stig_report, scan_results={k: dict(v, identifiers={"cce": ["CCE-1-1"]})
-                                            for k, v in stig_report["scan_results"].items()})
-    assert report_ckl.write(str(tmp_path), {"deb": plain}) == {}
+    debian = Catalog.from_path(lab_datastream("ssg-debian12-ds.xml"))
+    plain = dict(stig_report, profile="xccdf_org.ssgproject.content_profile_anssi_bp28_high",
+                 content=dict(stig_report["content"], sha256=debian.sha256),
+                 scan_results={k: dict(v, identifiers={"cce": ["CCE-1-1"]}) for k, v in stig_report["scan_results"].items()})
+    assert report_ckl.write(str(tmp_path), {"deb": plain}, lambda sha: debian) == ({}, {})
+    assert not (tmp_path / "checklists").exists()
+
+
+def test_a_checklist_without_its_content_or_results_is_refused_not_written(stig_report, rhel9, tmp_path):
+    written, refused = report_ckl.write(str(tmp_path), {"a": stig_report}, lambda sha: None)
+    assert written == {} and "is not on the controller" in refused["a"]
+    nothing = dict(stig_report, scan_results={})
+    written, refused = report_ckl.write(str(tmp_path), {"b": nothing}, _catalogs(rhel9))
+    assert written == {} and refused["b"].startswith("zero results: none of the 490 rule(s)")
     assert not (tmp_path / "checklists").exists()
 
 
@@ -153,21 +196,40 @@ def test_junit_error_case_for_a_host_that_could_not_start(tmp_path):
     assert case.name == "run" and case.result[0].message == "rule"
 
 
-def test_html_escapes_host_text_and_draws_counts(stig_report, tmp_path):
-    path = report_html.write(str(tmp_path), {"rhel9-a": stig_report}, "r1", "2026-11-30T00:00:00Z",
-                             {"rhel9-a": "checklists/rhel9-a.ckl"})
+def _page(tmp_path, hosts, **kwargs):
+    path = report_html.write(str(tmp_path), hosts, "r1", "2026-11-30T00:00:00Z", **kwargs)
     text = open(path, encoding="utf-8").read()
-    assert "<script>alert(1)" not in text and "&lt;script&gt;alert(1)&lt;/script&gt;" in text
+    return text, lxml.html.fromstring(text)
+
+
+def _summary_counts(page, host):
+    card = page.xpath("//section[@id='summary']/div[@data-host='%s']" % host)[0]
+    return ({e.get("data-outcome"): int(e.get("data-count")) for e in card.xpath(".//*[@data-outcome]")},
+            {e.get("data-bucket"): int(e.get("data-count")) for e in card.xpath(".//*[@data-bucket]")},
+            card)
+
+
+def test_html_escapes_host_text_and_draws_counts(stig_report, tmp_path):
+    text, page = _page(tmp_path, {"rhel9-a": stig_report},
+                       checklists={"rhel9-a": {"ckl": "checklists/rhel9-a.ckl", "cklb": "checklists/rhel9-a.cklb"}})
+    assert "<script" not in text and "&lt;script&gt;alert(1)&lt;/script&gt;" in text
     assert "<b>kiosk" not in text
     assert "http://" not in text.replace('xmlns="http://www.w3.org/2000/svg"', "")
-    page = lxml.html.fromstring(text)
-    group = page.xpath("//table[@data-reason='fix_ineffective']//td/a/text()")
-    assert group == ["grub2_audit_argument"]
+    assert page.xpath("//body/section")[0].get("id") == "summary"
+    outcomes, buckets, _card = _summary_counts(page, "rhel9-a")
+    assert outcomes == {"remediated/verified": 1, "skipped/waived": 1, "escalated/fix_ineffective": 1}
+    # accounts_tmout (waived) and grub2_audit_argument (escalated) fail at the end
+    assert buckets == {"human": 1, "waived": 1}
+    assert page.xpath("//*[@data-final-fail]/@data-final-fail") == ["2"]
     row = page.xpath("//tr[@data-rule='sshd_disable_root_login']")[0]
     assert row.get("data-outcome") == "remediated"
+    assert "medium (CAT II)" in row.text_content()  # the content carries DISA ids
     assert "+PermitRootLogin no" in row.xpath(".//pre[@class='diff']/text()")[0]
     assert "lineinfile" in row.xpath(".//pre[@class='tasks']/text()")[0]
-    assert page.xpath("//table[@class='waivers']/tr[@data-state='expired']/td/text()")[0] == "sshd_disable_empty_passwords"
+    assert page.xpath("//table[@class='rules']//th[.='identifiers']")
+    assert page.xpath("//tr[@data-reason='fix_ineffective']/following-sibling::tr[1]/@data-rule") == ["grub2_audit_argument"]
+    warnings = page.xpath("//section[@id='warnings']//li/text()")
+    assert any("sshd_disable_empty_passwords expired on 2020-01-01" in w for w in warnings)
     svg = page.xpath("//svg")[0]
     scale = float(svg.get("data-scale"))
     expected = HR.category_counts(stig_report, "before")
@@ -177,7 +239,52 @@ def test_html_escapes_host_text_and_draws_counts(stig_report, tmp_path):
         assert float(rect.get("width")) == pytest.approx(int(rect.get("data-count")) * scale, abs=0.01)
         if rect.get("data-scan") == "before":
             assert int(rect.get("data-count")) == expected[rect.get("data-category")][rect.get("data-result")]
-    assert "checklists/rhel9-a.ckl" in page.xpath("//a/@href")
+    assert "px per rule" not in text
+    assert {"checklists/rhel9-a.ckl", "checklists/rhel9-a.cklb"} <= set(page.xpath("//a/@href"))
+
+
+def test_html_summary_reconciles_a_full_run(tmp_path):
+    report = report_samples.debian_full_run()
+    text, page = _page(tmp_path, {"lab7": report})
+    outcomes, buckets, card = _summary_counts(page, "lab7")
+    assert outcomes == report["outcomes"]
+    assert outcomes["remediated/verified"] == 112 and outcomes["escalated/environment:kernel_config"] == 47
+    # every rule failing at the end in exactly one bucket, and the buckets add up
+    assert buckets == {"human": 46, "environment": 47, "access_impacting": 6, "waived": 2, "no_outcome": 1}
+    assert sum(buckets.values()) == report["after"]["fail"] == 102
+    assert HS.glance(report)["left_for_human"] == 47
+    assert card.xpath(".//*[@data-fact='regressions']")[0].text_content() == "none"
+    assert card.xpath(".//*[@data-fact='picked_up']/@data-count") == ["1"]
+    assert "yes: 1 earlier start" in card.xpath(".//*[@data-fact='resumed']")[0].text_content()
+    assert "no tailoring file" in card.text_content() and "OpenSCAP 1.3.7" in card.text_content()
+    # Debian's content: no DISA ids, so no CAT words and no identifiers column
+    assert "CAT I" not in text and not page.xpath("//table[@class='rules']//th[.='identifiers']")
+    collapsed = page.xpath("//tr[@class='collapsed']")
+    assert [(c.get("data-reason"), c.get("data-count")) for c in collapsed] == [("environment:kernel_config", "47")]
+    assert len(collapsed[0].xpath(".//span[@data-rule]")) == 47
+    assert len(page.xpath("//table[contains(@class, 'ledger')]//tr[@data-rule]")) == 112
+    became = sum(int(m) for m in re.findall(r"\((\d+) became applicable\)", text))
+    assert became == len(HS.became_applicable(report)) == 3
+    sections = [s.get("id") for s in page.xpath("//body/section")]
+    assert sections == ["summary", "warnings", "changes", "categories", "rules", "outputs"]
+
+
+def test_html_check_mode_shows_the_plan_and_the_tailoring(tmp_path):
+    report = report_samples.debian_full_run()
+    plan = "vendor fix would run 2 tasks: Set x; Restart y"
+    rules = {s: dict(r, outcome="skipped", reason="check_mode", detail=plan, attempts=0, attempt_log=[])
+             for s, r in report["rules"].items()}
+    report = dict(report, check_mode=True, after=None, rules=rules,
+                  outcomes={"skipped/check_mode": len(rules)}, resumed=None,
+                  scan_results={s: dict(r, after=None) for s, r in report["scan_results"].items()},
+                  tailoring={"file": "site-tailoring.xml", "sha256": "ab" * 32,
+                             "profile": "xccdf_site_profile_web", "scan_profile": "xccdf_site_profile_web"})
+    text, page = _page(tmp_path, {"lab7": report})
+    assert {b.get("data-scan") for b in page.xpath("//svg//rect")} == {"before"}  # no empty after bars
+    assert len(page.xpath("//tr[@data-plan]")) == len(rules)
+    assert plan in page.xpath("//tr[@data-plan]/td/text()")
+    card = page.xpath("//section[@id='summary']/div")[0].text_content()
+    assert "site-tailoring.xml" in card and "check mode" in card
 
 
 def test_waivers_validate_and_expire():
@@ -206,3 +313,31 @@ def test_unified_diff_of_module_diffs():
     assert "-UMASK 022" in text and "+UMASK 077" in text
     assert '-  "mode": "0644"' in unified_diff([{"before": {"mode": "0644"}, "after": {"mode": "0600"}}])
     assert unified_diff({"dst_binary": 1}) == "diff skipped: destination file appears to be binary\n"
+
+
+def test_oscal_assessment_results_load_back_with_trestle(tmp_path):
+    from trestle.oscal.assessment_results import AssessmentResults
+
+    report = report_samples.debian_full_run()
+    path = report_oscal.write(str(tmp_path), {"lab7": report, "lab8": {"host": "lab8", "error": {"reason": "x", "msg": "y"}}},
+                              report["run_id"], "2026-12-01T12:30:00+00:00")
+    assert path == str(tmp_path / "oscal" / "assessment-results.json")
+    loaded = AssessmentResults.oscal_read(Path(path))  # trestle's models validate every field
+    assert [r.title for r in loaded.results] == ["lab7: anssi_bp28_high"]  # a host that never ran has no result
+    result = loaded.results[0]
+    assert len(result.observations) == len(report["scan_results"])
+    props = {o.title: {p.name: p.value for p in o.props} for o in result.observations}
+    assert props["accounts_password_pam_dcredit"]["result"] == "pass"
+    assert props["accounts_password_pam_dcredit"]["outcome"] == "remediated"
+    failing = HS.final_fail(report)
+    assert sorted(f.target.target_id for f in result.findings) == failing and len(failing) == 102
+    assert {getattr(f.target.status.state, "value", f.target.status.state) for f in result.findings} == {"not-satisfied"}
+    by_uuid = {o.uuid: o for o in result.observations}
+    assert all(by_uuid[f.related_observations[0].observation_uuid].title == f.target.target_id for f in result.findings)
+    tasks = {t.uuid: t for t in result.local_definitions.tasks}
+    assert len(tasks) == 112  # the change ledger
+    fixed = next(o for o in result.observations if o.title == "accounts_password_pam_dcredit")
+    related = fixed.origins[0].related_tasks
+    assert len(related) == 1 and "accounts_password_pam_dcredit" in tasks[related[0].task_uuid].title
+    assert "+x=1" in tasks[related[0].task_uuid].remarks
+    assert {e.href for e in fixed.relevant_evidence} == {"arf/lab7-before.xml", "arf/lab7-after.xml"}
