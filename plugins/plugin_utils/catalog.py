@@ -181,10 +181,11 @@ class Catalog:
             hit = _cache.get(sha256)
         if hit is not None:
             return hit
-        directory = _disk_cache_dir()
+        directory = disk_cache.cache_dir()
         if not directory or not sha256:
             return None
-        return _disk_load(os.path.join(directory, "%s-%s.pickle" % (sha256, _DISK_LAYOUT)), sha256)
+        found = disk_cache.load(os.path.join(directory, "%s-%s.pickle" % (sha256, _DISK_LAYOUT)), sha256, cls)
+        return found if isinstance(found, cls) else None
 
     @staticmethod
     def clear_cache() -> None:
