@@ -1195,7 +1195,7 @@ def _scan_commands(c: _Collector, module: str, commands: list[ShellCommand]) -> 
     all_read_only = True
     for cmd in commands:
         for target in cmd.writes:
-            _add_token(c, module, target)
+            _add_token(c, module, target, written=True)
         redirected = any(target not in _DISCARD for target in cmd.writes)
         if not cmd.argv:
             all_read_only = all_read_only and not redirected
@@ -1211,15 +1211,17 @@ def _scan_commands(c: _Collector, module: str, commands: list[ShellCommand]) -> 
         if effect.state:
             c.note('%s (%s in %s)' % (effect.state, prog, module))
         for path in effect.writes:
-            _add_token(c, module, path)
+            _add_token(c, module, path, written=True)
         for token in _path_tokens(prog, prog_args):
             _add_token(c, module, token)
     return all_read_only
 
 
-def _add_token(c: _Collector, module: str, token: str) -> None:
-    """Cover a path-like token (see :func:`_command`)."""
-    if _VAR_PATH.search(token):
+def _add_token(c: _Collector, module: str, token: str, written: bool = False) -> None:
+    """Cover a path-like token (see :func:`_command`). ``written``: a path the command writes
+    (a redirection, the table's writes), covered whatever characters it holds (a quoted path
+    with a space); other tokens only when they look like a plain path."""
+    if _VAR_PATH.search(token) or (written and ('$' in token or '`' in token)):
         c.note('paths built from shell variables (%s in %s)' % (token, module))
         return
     if not token.startswith('/') or token.startswith(_PROGRAM_DIRS) or token.startswith(_VIRTUAL):
@@ -1232,7 +1234,7 @@ def _add_token(c: _Collector, module: str, token: str) -> None:
         if token in ('', '/'):
             c.note('glob over the root directory (%s)' % module)
             return
-    if not _PATH_TOKEN.match(token):
+    if not written and not _PATH_TOKEN.match(token):
         return
     path = normalise_path(token)
     if path == '/':

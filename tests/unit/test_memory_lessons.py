@@ -385,6 +385,8 @@ def test_every_pattern_text_formats_over_its_groups():
         groups = ["g%d" % i for i in range(pattern.regex.groups)]
         cue, action = pattern.cue.format(*groups), pattern.action.format(*groups)
         assert cue and action, pattern.slug
+    for pattern in L.GATE_PATTERNS:  # read from the gate's codes: formatted over the refusal's subject
+        cue, action = pattern.texts_of(["g0", "g1"])
+        assert cue and action, pattern.slug
     jinja = L.PATTERNS_BY_SLUG["jinja_untrusted"]
-    match = jinja.regex.search("task 1: Jinja templating is not allowed in untrusted tasks: '{{ x }}'")
-    assert jinja.texts(match)[0] == "a model-written task contains Jinja ({{ }} or {% %})"
+    assert jinja.texts_of(())[0] == "a model-written task contains Jinja ({{ }} or {% %})"
