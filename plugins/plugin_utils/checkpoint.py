@@ -960,7 +960,8 @@ def _written(module: str, args: dict) -> tuple[t.Any, str]:
 
 
 def _edit_file(module: str, args: dict) -> Touched:
-    """lineinfile, blockinfile, replace, ini_file, assemble: one file named by the write argument."""
+    """lineinfile, blockinfile, replace, ini_file, assemble, get_url, kernel_blacklist: one file
+    named by the write argument (get_url: a directory dest is saved in full, the file lands in it)."""
     c = _Collector(module)
     c.add(*_written(module, args))
     return c.touched()
@@ -1266,6 +1267,7 @@ _HANDLERS: dict[str, Handler] = {
     'ansible.builtin.file': _file,
     'ansible.builtin.assemble': _edit_file,
     'ansible.builtin.unarchive': _unarchive,
+    'ansible.builtin.get_url': _edit_file,
     'ansible.builtin.cron': _cron,
     'ansible.builtin.user': _user,
     'ansible.builtin.group': _group,

@@ -659,7 +659,9 @@ def _command_reasons(cmd: ShellCommand, policy: GatePolicy) -> list[Hazard]:
         root = _special_tree(path)
         if root and not (root == '/boot' and effect.metadata_only):
             out.append(_outside(f'`{shown}` writes {path}, under {root}'))
-    if not effect.read_only:  # arguments naming sudoers or authorized_keys are fine for a command that only reads
+    # arguments naming sudoers or authorized_keys are fine for a command that only reads, and for a
+    # wrapper (sudo, find -exec...): the command it runs is checked on its own
+    if effect.kind == effects.WRITES or effect.writes:
         for arg in args:
             for path in (arg, arg.split('=', 1)[1] if '=' in arg else None):
                 if path is None:

@@ -392,6 +392,9 @@ def command_effect(argv: t.Sequence[str]) -> Effect:
         return _shell(args[0], args[1:])
     if name in _WRAPPER_STATE:
         return Effect(WRAPS, state=_WRAPPER_STATE[name])
+    if name == 'flock':  # flock FILE COMMAND: it creates its lock file
+        ops = operands(args, 'wEc', ('--timeout', '--conflict-exit-code', '--command'))
+        return Effect(WRAPS, writes=tuple(ops[:1]))
     if name in WRAPPERS or name in ('eval', 'su', 'runuser'):
         return _WRAP
     return _WRITE
