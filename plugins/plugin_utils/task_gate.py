@@ -340,11 +340,11 @@ def validate(tasks: t.Any, trusted: bool = False, policy: GatePolicy | None = No
     return [r.message for r in refusals(tasks, trusted, policy)]
 
 
-def refusals(tasks: t.Any, trusted: bool = False, policy: GatePolicy | None = None) -> list[R.Refusal]:
+def refusals(tasks: t.Any, trusted: bool = False, policy: GatePolicy | None = None) -> list[Refusal]:
     """:func:`validate`'s reasons as :class:`~._policy.refusals.Refusal` objects: each with its
     code (``not_allowlisted``, ``jinja_untrusted``, ``touches_access``...), the task's label and
     the problem in words; ``message`` is validate's string."""
-    problems: list[R.Refusal] = []
+    problems: list[Refusal] = []
     if not isinstance(tasks, list):
         return [R.Refusal(R.BAD_STRUCTURE, f'a task list must be a list of mappings, got {type(tasks).__name__}')]
     if not tasks:
@@ -359,39 +359,43 @@ def _task_label(prefix: str, index: int, ds: t.Any) -> str:
     return f'{label} {str(name)!r}' if name else label
 
 
-def _validate_list(tasks: list, trusted: bool, policy: GatePolicy, problems: list[R.Refusal], prefix: str) -> None:
+def _validate_list(tasks: list, trusted: bool, policy: GatePolicy, problems: list[Refusal], prefix: str) -> None:
     for i, ds in enumerate(tasks):
         label = _task_label(prefix, i, ds)
         try:
             _validate_entry(ds, trusted, policy, problems, label, prefix=f'{prefix}{i + 1}.')
         except Exception as ex:  # a gate bug must refuse the task, never crash the loop
-            problems.append(R.Refusal(R.GATE_ERROR, f'gate internal error, the task cannot be checked ({type(ex).__name__}: {ex})', label))
+            problems.append(R.Refusal(
+                R.GATE_ERROR, f'gate internal error, the task cannot be checked ({type(ex).__name__}: {ex})', label))
 
 
-def _validate_entry(ds: t.Any, trusted: bool, policy: GatePolicy, problems: list[R.Refusal], label: str, prefix: str) -> None:
+def _validate_entry(ds: t.Any, trusted: bool, policy: GatePolicy, problems: list[Refusal], label: str,
+                    prefix: str) -> None:
     if not isinstance(ds, dict):
         problems.append(R.Refusal(R.BAD_STRUCTURE, f'must be a mapping, got {type(ds).__name__}', label))
         return
     if not trusted:
         hit = contains_jinja(ds)
         if hit is not None:
-            problems.append(R.Refusal(R.JINJA_UNTRUSTED, f'Jinja templating is not allowed in untrusted tasks: {str(hit)[:120]!r}', label))
+            problems.append(R.Refusal(
+                R.JINJA_UNTRUSTED, f'Jinja templating is not allowed in untrusted tasks: {str(hit)[:120]!r}', label))
             return
         _validate_untrusted_vars(ds, problems, label)
     if 'block' in ds:
         unknown = [k for k in ds if k not in SUPPORTED_BLOCK_KEYWORDS]
         if unknown:
-            problems.append(R.Refusal(R.UNSUPPORTED_KEYWORD, f'block keyword(s) not supported: {", ".join(map(str, unknown))}', label))
+            problems.append(R.Refusal(
+                R.UNSUPPORTED_KEYWORD, f'block keyword(s) not supported: {", ".join(map(str, unknown))}', label))
         _validate_conditionals(ds, ('when',), trusted, problems, label)
         if not isinstance(ds['block'], list) or not ds['block']:
-            problems.append(R.Refusal(R.BAD_STRUCTURE, f'block must be a non-empty list of tasks', label))
+            problems.append(R.Refusal(R.BAD_STRUCTURE, 'block must be a non-empty list of tasks', label))
         else:
             _validate_list(ds['block'], trusted, policy, problems, prefix=prefix)
         return
     _validate_task(ds, trusted, policy, problems, label)
 
 
-def _validate_untrusted_vars(ds: dict, problems: list[R.Refusal], label: str) -> None:
+def _validate_untrusted_vars(ds: dict, problems: list[Refusal], label: str) -> None:
     """``ansible_*`` variables steer the interpreter, connection and become of the task
     (``ansible_python_interpreter`` is a command line): untrusted tasks may not set them."""
     names = []
@@ -404,15 +408,16 @@ def _validate_untrusted_vars(ds: dict, problems: list[R.Refusal], label: str) ->
     _refuse_reserved_vars(names, problems, label)
 
 
-def _refuse_reserved_vars(names: list[str], problems: list[R.Refusal], label: str) -> None:
+def _refuse_reserved_vars(names: list[str], problems: list[Refusal], label: str) -> None:
     """Refuse ``ansible_*`` variable names (any case) an untrusted task would set."""
     bad = sorted(n for n in names if n.lower().startswith('ansible_'))
     if bad:
-        problems.append(R.Refusal(R.RESERVED_VARS, f'untrusted tasks may not set ansible_* variables ({", ".join(bad)}):'
-                        ' they choose the interpreter, connection and privilege escalation', label))
+        problems.append(R.Refusal(
+            R.RESERVED_VARS, f'untrusted tasks may not set ansible_* variables ({", ".join(bad)}):'
+            ' they choose the interpreter, connection and privilege escalation', label))
 
 
-def _validate_task(ds: dict, trusted: bool, policy: GatePolicy, problems: list[R.Refusal], label: str) -> None:
+def _validate_task(ds: dict, trusted: bool, policy: GatePolicy, problems: list[Refusal], label: str) -> None:
     for k in ds:
         if not isinstance(k, str):
             problems.append(R.Refusal(R.BAD_STRUCTURE, f'keys must be strings, got {k!r}', label))
@@ -423,7 +428,8 @@ def _validate_task(ds: dict, trusted: bool, policy: GatePolicy, problems: list[R
             lookup = k[len('with_'):]
             if lookup not in SUPPORTED_LOOP_LOOKUPS:
                 problems.append(R.Refusal(R.UNSUPPORTED_KEYWORD, f'loop keyword {k!r} is not supported'
-                                f' (supported: loop, {", ".join("with_" + n for n in sorted(SUPPORTED_LOOP_LOOKUPS))})', label))
+                                f' (supported: loop, {", ".join("with_" + n for n in sorted(SUPPORTED_LOOP_LOOKUPS))})',
+                                label))
             elif lookup not in lookup_loader:
                 problems.append(R.Refusal(R.UNSUPPORTED_KEYWORD, f'lookup {lookup!r} for {k!r} not found', label))
             continue
@@ -434,7 +440,8 @@ def _validate_task(ds: dict, trusted: bool, policy: GatePolicy, problems: list[R
     if len(loops) > 1:
         problems.append(R.Refusal(R.UNSUPPORTED_KEYWORD, f'more than one loop keyword: {", ".join(loops)}', label))
     if 'register' in ds and not (isinstance(ds['register'], str) and _VAR_NAME_RE.fullmatch(ds['register'])):
-        problems.append(R.Refusal(R.UNSUPPORTED_KEYWORD, f'register must be a variable name, got {ds["register"]!r}', label))
+        problems.append(R.Refusal(
+            R.UNSUPPORTED_KEYWORD, f'register must be a variable name, got {ds["register"]!r}', label))
     _validate_conditionals(ds, ('when', 'failed_when', 'changed_when'), trusted, problems, label)
 
     module, args, problem = _split_task(ds)
@@ -446,13 +453,15 @@ def _validate_task(ds: dict, trusted: bool, policy: GatePolicy, problems: list[R
         problems.append(dataclasses.replace(_unknown_module(module), task=label))
         return
     if ref.fqcn in DENIED_MODULES or (not trusted and ref.fqcn in UNTRUSTED_DENIED_MODULES):
-        problems.append(R.Refusal(R.DENIED_MODULE, f'module {ref.fqcn} is not allowed in remediation tasks', label, subject=(ref.fqcn,)))
+        problems.append(R.Refusal(
+            R.DENIED_MODULE, f'module {ref.fqcn} is not allowed in remediation tasks', label, subject=(ref.fqcn,)))
         return
     if not trusted:
         allowed = policy.allowed_modules()
         if ref.fqcn not in allowed:
-            problems.append(R.Refusal(R.NOT_ALLOWLISTED, f'module {ref.fqcn} is not in the allowlist for model-written tasks'
-                            f' (allowed: {", ".join(sorted(allowed))})', label, subject=(ref.fqcn,)))
+            problems.append(R.Refusal(
+                R.NOT_ALLOWLISTED, f'module {ref.fqcn} is not in the allowlist for model-written tasks'
+                f' (allowed: {", ".join(sorted(allowed))})', label, subject=(ref.fqcn,)))
             return
     _validate_args(ref, args, trusted, problems, label)
     if not trusted:
@@ -460,7 +469,7 @@ def _validate_task(ds: dict, trusted: bool, policy: GatePolicy, problems: list[R
         problems.extend(R.Refusal(h.code, h.text, label) for h in hazards(ref.fqcn, args, policy))
 
 
-def _validate_conditionals(ds: dict, keys: t.Iterable[str], trusted: bool, problems: list[R.Refusal], label: str) -> None:
+def _validate_conditionals(ds: dict, keys: t.Iterable[str], trusted: bool, problems: list[Refusal], label: str) -> None:
     for key in keys:
         if key not in ds:
             continue
@@ -468,44 +477,52 @@ def _validate_conditionals(ds: dict, keys: t.Iterable[str], trusted: bool, probl
         items = value if isinstance(value, list) else [value]
         for item in items:
             if not isinstance(item, (str, bool)):
-                problems.append(R.Refusal(R.BAD_TASK, f'{key} entries must be strings or booleans, got {item!r}', label))
+                problems.append(R.Refusal(
+                    R.BAD_TASK, f'{key} entries must be strings or booleans, got {item!r}', label))
             elif not trusted:
                 reason = check_safe_expression(item)
                 if reason:
                     problems.append(R.Refusal(R.UNSAFE_EXPRESSION, f'{key}: {reason}', label))
 
 
-def _validate_args(ref: ModuleRef, args: dict, trusted: bool, problems: list[R.Refusal], label: str) -> None:
+def _validate_args(ref: ModuleRef, args: dict, trusted: bool, problems: list[Refusal], label: str) -> None:
     internal = [k for k in args if str(k).startswith('_') and k not in _PARSER_INTERNAL_ARGS]
     if internal:
-        problems.append(R.Refusal(R.BAD_ARGUMENTS, f'internal argument(s) not allowed for {ref.fqcn}: {", ".join(map(str, internal))}'
-                        ' (check mode is the task keyword check_mode)', label))
+        problems.append(R.Refusal(
+            R.BAD_ARGUMENTS, f'internal argument(s) not allowed for {ref.fqcn}: {", ".join(map(str, internal))}'
+            ' (check mode is the task keyword check_mode)', label))
         return
     if '_variable_params' in args:
         if not trusted:
-            problems.append(R.Refusal(R.BAD_ARGUMENTS, f'arguments of {ref.fqcn} must be written out, not taken from a variable', label))
+            problems.append(R.Refusal(
+                R.BAD_ARGUMENTS, f'arguments of {ref.fqcn} must be written out, not taken from a variable', label))
         return  # trusted: arguments come from a variable at run time; the module checks them
     if ref.fqcn in _FREE_ARG_ACTIONS:
         bad = [k for k in args if not _VAR_NAME_RE.fullmatch(str(k)) and k != 'cacheable']
         if bad:
-            problems.append(R.Refusal(R.BAD_ARGUMENTS, f'set_fact names must be variable names: {", ".join(map(str, bad))}', label))
+            problems.append(R.Refusal(
+                R.BAD_ARGUMENTS, f'set_fact names must be variable names: {", ".join(map(str, bad))}', label))
         if not trusted:
             _refuse_reserved_vars([str(k) for k in args], problems, label)
         return
     if not trusted and ref.fqcn in _UNTRUSTED_SRC_MODULES and 'src' in args and not args.get('remote_src'):
-        problems.append(R.Refusal(R.CONTROLLER_FILE, f'{ref.fqcn} with src reads a controller file; not allowed in untrusted tasks'
-                        ' (use content, or remote_src: true)', label))
+        problems.append(R.Refusal(
+            R.CONTROLLER_FILE, f'{ref.fqcn} with src reads a controller file; not allowed in untrusted tasks'
+            ' (use content, or remote_src: true)', label))
     options = module_options(ref.fqcn)
     if options is None:
         return
     unknown = sorted(str(k) for k in args if k not in options and k not in _PARSER_INTERNAL_ARGS)
     if unknown:
-        problems.append(R.Refusal(R.UNSUPPORTED_PARAMETERS, f'Unsupported parameters for ({ref.fqcn}) module: {", ".join(unknown)}.'
-                        f' Supported parameters include: {", ".join(sorted(options))}', label, subject=(ref.fqcn, ', '.join(unknown))))
+        problems.append(R.Refusal(
+            R.UNSUPPORTED_PARAMETERS, f'Unsupported parameters for ({ref.fqcn}) module: {", ".join(unknown)}.'
+            f' Supported parameters include: {", ".join(sorted(options))}', label,
+            subject=(ref.fqcn, ', '.join(unknown))))
     for k, v in args.items():
         choices = options.get(k)
         if choices and isinstance(v, str) and not contains_jinja(v) and v not in choices:
-            problems.append(R.Refusal(R.BAD_ARGUMENTS, f'value of {k} must be one of: {", ".join(choices)}, got: {v}', label))
+            problems.append(R.Refusal(
+                R.BAD_ARGUMENTS, f'value of {k} must be one of: {", ".join(choices)}, got: {v}', label))
 
 
 # ============================================================================ expression arguments

@@ -214,15 +214,17 @@ def hazards(fqcn: str, args: dict, policy: GatePolicy | None = None) -> list[Haz
     if fqcn == 'ansible.posix.authorized_key':
         user = args.get('user')
         if policy.remote_user is None or user == policy.remote_user:
-            out.append(_access(f'changes the authorized_keys of {user or "a user"}: the SSH access the controller logs in with'))
+            out.append(_access(
+                f'changes the authorized_keys of {user or "a user"}: the SSH access the controller logs in with'))
     if fqcn == 'community.general.sudoers':
         out += _sudoers_module_reasons(args, policy)
     if fqcn == 'ansible.posix.sysctl' and _as_bool(args.get('sysctl_set')):
         out.append(_outside('sysctl_set: true writes the value under /proc/sys at once with sysctl -w; persist it with'
                    ' sysctl_set: false and let reload apply the file (as the host does at every boot)'))
     if fqcn == 'ansible.posix.mount' and str(args.get('state')) in ('unmounted', 'absent'):
-        out.append(_banned(f'unmounts {args.get("path") or args.get("name")}: remediation changes mount options, it does'
-                   ' not unmount (a home directory or /usr could vanish under running services)'))
+        out.append(_banned(
+            f'unmounts {args.get("path") or args.get("name")}: remediation changes mount options, it does'
+            ' not unmount (a home directory or /usr could vanish under running services)'))
     if fqcn == 'ansible.builtin.cron' and str(args.get('state', 'present')) != 'absent' \
             and isinstance(args.get('job'), str):
         out += [r.prefixed('cron job: ') for r in _shell_text_reasons(args['job'], policy)]
@@ -377,8 +379,9 @@ def _service_module_reasons(args: dict) -> list[Hazard]:
         if state == 'stopped':
             out.append(_access(f'stops {name}: {_NO_SSH_LOGIN}'))
         if state == 'restarted':
-            out.append(_access(f'restarts {name}: with a broken configuration sshd then stays stopped; use state: reloaded'
-                       ' (ssh.service checks the file with sshd -t before it reloads)'))
+            out.append(_access(
+                f'restarts {name}: with a broken configuration sshd then stays stopped; use state: reloaded'
+                ' (ssh.service checks the file with sshd -t before it reloads)'))
         if enabled is False:
             out.append(_access(f'disables {name}: after the next boot nobody can log in over SSH'))
         if masked is True:
@@ -462,9 +465,11 @@ def _sudoers_module_reasons(args: dict, policy: GatePolicy) -> list[Hazard]:
         out.append(_access(f'changes the sudo rule of {user or "a user"} (the connecting user\'s privilege escalation'
                    ' may depend on it)'))
     if str(args.get('state')) == 'absent':
-        out.append(_access(f'removes the sudoers rule {args.get("name")}: it may be the one the connecting user escalates with'))
+        out.append(_access(
+            f'removes the sudoers rule {args.get("name")}: it may be the one the connecting user escalates with'))
     if _as_bool(args.get('noexec')):
-        out.append(_access('sets NOEXEC: commands run through sudo, Ansible\'s modules among them, could not start others'))
+        out.append(_access(
+            'sets NOEXEC: commands run through sudo, Ansible\'s modules among them, could not start others'))
     return out
 
 
@@ -512,18 +517,22 @@ def _sudoers_edit_reasons(fqcn: str, args: dict, path: str, policy: GatePolicy) 
             out.append(_access(f'gives {path} to {owner}: sudo then refuses to run at all'))
         return out
     if fqcn not in _SUDOERS_EDITORS:
-        return [_access(f'{fqcn} changes {path}: sudoers may only be changed with lineinfile, blockinfile, replace or copy')]
+        return [_access(
+            f'{fqcn} changes {path}: sudoers may only be changed with lineinfile, blockinfile, replace or copy')]
     validate = args.get('validate')
     if not (isinstance(validate, str) and 'visudo' in validate and '%s' in validate):
-        out.append(_access(f'changes {path} without validate: visudo -cf %s (a syntax error there stops sudo for everyone,'
-                   ' the controller included)'))
+        out.append(_access(
+            f'changes {path} without validate: visudo -cf %s (a syntax error there stops sudo for everyone,'
+            ' the controller included)'))
     if fqcn == 'ansible.builtin.copy':
         if path == '/etc/sudoers':
-            out.append(_access('replaces the whole of /etc/sudoers, with the rules and includes the connecting user\'s sudo'
-                       ' comes from; change Defaults lines with lineinfile'))
+            out.append(_access(
+                'replaces the whole of /etc/sudoers, with the rules and includes the connecting user\'s sudo'
+                ' comes from; change Defaults lines with lineinfile'))
         elif _as_bool(args.get('force')) is not False:
-            out.append(_access(f'may overwrite {path}, which can hold the connecting user\'s sudo rule; use force: false'
-                       ' (create only) or lineinfile'))
+            out.append(_access(
+                f'may overwrite {path}, which can hold the connecting user\'s sudo rule; use force: false'
+                ' (create only) or lineinfile'))
     if _mentions_user(path.rsplit('/', 1)[-1], user):
         out.append(_access(f'changes {path}, the file named after the connecting user {user}'))
     matchers = {k: args.get(k) for k in ('regexp', 'regex', 'search_string') if isinstance(args.get(k), str)}
@@ -532,8 +541,9 @@ def _sudoers_edit_reasons(fqcn: str, args: dict, path: str, policy: GatePolicy) 
         matchers['line'] = args.get('line', args.get('value'))
     for key, text in matchers.items():
         if _mentions_user(text, user) or 'nopasswd' in text.lower() or re.search(r'%(sudo|wheel|admin)\b', text):
-            out.append(_access(f'{key} {text!r} in {path} matches the connecting user\'s sudo rule (its name, NOPASSWD or'
-                       ' its sudo group)'))
+            out.append(_access(
+                f'{key} {text!r} in {path} matches the connecting user\'s sudo rule (its name, NOPASSWD or'
+                ' its sudo group)'))
         elif 'Defaults' not in text:
             out.append(_access(f'{key} {text!r} in {path} may match user rules; model-written tasks may only match'
                        ' Defaults lines'))
@@ -548,12 +558,14 @@ def _sudoers_edit_reasons(fqcn: str, args: dict, path: str, policy: GatePolicy) 
             if not line or (line.startswith('#') and not line.startswith('#include')) or _BACKREF_RE.match(line):
                 continue
             if not _DEFAULTS_LINE_RE.match(line):
-                out.append(_access(f'writes {line!r} to {path}: model-written tasks may only add or change sudo Defaults lines'))
+                out.append(_access(
+                    f'writes {line!r} to {path}: model-written tasks may only add or change sudo Defaults lines'))
             elif _mentions_user(line, user) or 'nopasswd' in line.lower():
                 out.append(_access(f'writes {line!r} to {path}: it changes the connecting user\'s own sudo settings'))
             elif _SUDO_BREAKING_RE.search(line):
-                out.append(_access(f'writes {line!r} to {path}: requiretty and noexec break privilege escalation through'
-                           ' sudo (case sudo-noexec-breaks-become)'))
+                out.append(_access(
+                    f'writes {line!r} to {path}: requiretty and noexec break privilege escalation through'
+                    ' sudo (case sudo-noexec-breaks-become)'))
     return out
 
 
@@ -646,8 +658,9 @@ def _command_reasons(cmd: ShellCommand, policy: GatePolicy) -> list[Hazard]:
     if not argv:
         return out
     if any(m in argv[0] for m in ('$', '`', MARK)):
-        return out + [_unreadable(f'cannot check this shell command: the command name in `{shown}` comes from a variable'
-                      ' or a substitution')]
+        return out + [_unreadable(
+            f'cannot check this shell command: the command name in `{shown}` comes from a variable'
+            ' or a substitution')]
     name, args = posixpath.basename(argv[0]), argv[1:]
     if argv[0].startswith(('/etc/init.d/', '/etc/rc.d/init.d/')):
         out += _init_script_reasons(name, args[0] if args else '', shown)
@@ -755,7 +768,8 @@ def _kill_reasons(name: str, args: list, policy: GatePolicy, shown: str) -> list
     user = policy.remote_user
     if user and name != 'kill' and any(a == user or a.endswith(('=' + user, '-u' + user, '-U' + user))
                                        or a.split(',').count(user) for a in args):
-        out.append(_access(f'`{shown}` kills the processes of the connecting user {user}, the Ansible session among them'))
+        out.append(_access(
+            f'`{shown}` kills the processes of the connecting user {user}, the Ansible session among them'))
     if name == 'kill':
         rest = args[2:] if args[:1] in (['-s'], ['-n']) else args[1:] if args[:1] and args[0].startswith('-') else args
         if '-1' in rest or (rest[:1] == ['--'] and '-1' in rest[1:]):
@@ -860,7 +874,8 @@ def _package_command_reasons(name: str, args: list, policy: GatePolicy, shown: s
             removing = ops
     hit = sorted({p for p in removing if _package_base(p) in _ACCESS_PACKAGES})
     if hit:
-        return [_access(f'`{shown}` removes {", ".join(hit)}: the host would lose SSH, sudo or the Python Ansible needs')]
+        return [_access(
+            f'`{shown}` removes {", ".join(hit)}: the host would lose SSH, sudo or the Python Ansible needs')]
     return []
 
 
@@ -908,8 +923,9 @@ def _sysctl_reasons(name: str, args: list, policy: GatePolicy, shown: str) -> li
         write = a == '--write' or (a.startswith('-') and not a.startswith('--') and 'w' in a[1:]) \
             or (not a.startswith('-') and '=' in a)
         if write:
-            return [_outside(f'`{shown}` writes kernel parameters under /proc/sys at once; persist them in /etc/sysctl.d'
-                    ' (ansible.posix.sysctl) and let its reload apply the file')]
+            return [_outside(
+                f'`{shown}` writes kernel parameters under /proc/sys at once; persist them in /etc/sysctl.d'
+                ' (ansible.posix.sysctl) and let its reload apply the file')]
     return []
 
 
