@@ -194,6 +194,7 @@ class AttemptRunner:
         short, switch = item.short_id, guard.switch
         if report.refused:
             attempt.gate = report.refused
+            attempt.gate_refusals = list(report.refusals)
             attempt.verdict, attempt.reason = A.judge(report.refused, None, None, None)
             attempt.say(report.refused[:500])
             self.close(item, attempt)

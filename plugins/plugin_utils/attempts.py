@@ -78,7 +78,9 @@ class Attempt:
 
     number: 1-based within the rule; source: ``vendor`` or ``worker``; tasks: the task list
     (data, as proposed); rationale: the Worker's one line; gate: the refusal reason, None when
-    the list passed the gate; report: ``ExecutionReport.to_dict()`` or None when nothing ran;
+    the list passed the gate; gate_refusals: the gate's refusals behind it, each a dict with
+    its machine-readable code (``Refusal.to_dict()``: code, task, problem, subject), [] when
+    the refusal did not come from the gate (or from a record older than the codes); report: ``ExecutionReport.to_dict()`` or None when nothing ran;
     checkpoint: the checkpoint's ``to_dict()`` with not_covered, deadman and changing (the files
     of the tasks that ran to change something); restore: the restore's ``to_dict()``;
     health: the health check's dict; result: the rule's OpenSCAP result after the attempt;
@@ -98,6 +100,7 @@ class Attempt:
     tasks: list = dataclasses.field(default_factory=list)
     rationale: str = ""
     gate: str | None = None
+    gate_refusals: list = dataclasses.field(default_factory=list)
     report: dict | None = None
     checkpoint: dict | None = None
     restore: dict | None = None

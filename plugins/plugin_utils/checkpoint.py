@@ -53,6 +53,10 @@ from ansible.errors import AnsibleError
 from ansible.module_utils.parsing.convert_bool import boolean
 
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.errors import ScapforgeError
+from ansible_collections.scapforge.remediation.plugins.plugin_utils._policy import effects
+from ansible_collections.scapforge.remediation.plugins.plugin_utils.shell_split import (
+    ShellCommand, ShellParseError, expand_command, split_shell,
+)
 
 MODULE = 'scapforge.remediation.checkpoint'
 DEFAULT_ROOT = '/var/lib/scapforge/checkpoints'
@@ -837,25 +841,33 @@ class _Collector:
 
 
 Handler = t.Callable[[str, dict], Touched]
-_PATH_KEYS = ('path', 'dest', 'destfile', 'name')
-ACCOUNT_FILES = ('/etc/passwd', '/etc/shadow', '/etc/group', '/etc/gshadow')
+ACCOUNT_FILES = effects.ACCOUNT_FILES
 GROUP_FILES = ('/etc/group', '/etc/gshadow')
 
 
-def _edit_file(keys: t.Sequence[str] = _PATH_KEYS) -> Handler:
-    """lineinfile, blockinfile, replace, ini_file, assemble: one file named by the first of ``keys``."""
-    def handler(module: str, args: dict) -> Touched:
-        c = _Collector(module)
-        c.add(_first(args, keys), keys[0])
-        return c.touched()
-    return handler
+def _written(module: str, args: dict) -> tuple[t.Any, str]:
+    """(the value of the module's write argument, its option name) by the gate's table
+    (effects.MODULE_WRITES): the first of its keys given, else the module's default."""
+    spec = effects.MODULE_WRITES[module]
+    value = _first(args, spec.keys)
+    if spec.default is not None and not value:
+        value = spec.default
+    return value, spec.keys[0]
+
+
+def _edit_file(module: str, args: dict) -> Touched:
+    """lineinfile, blockinfile, replace, ini_file, assemble, get_url, kernel_blacklist: one file
+    named by the write argument (get_url: a directory dest is saved in full, the file lands in it)."""
+    c = _Collector(module)
+    c.add(*_written(module, args))
+    return c.touched()
 
 
 def _copy(module: str, args: dict) -> Touched:
     """copy/template: ``dest``; a dest ending in '/' is a directory, and the file (or, for
     copy, a directory without trailing '/') lands at dest/basename(src)."""
     c = _Collector(module)
-    dest, src = args.get('dest'), args.get('src')
+    (dest, _option), src = _written(module, args), args.get('src')
     if isinstance(dest, str) and dest.endswith('/') and isinstance(src, str) and src and not src.endswith('/'):
         dest = dest + posixpath.basename(src)
     c.add(dest, 'dest')
@@ -869,14 +881,14 @@ def _file(module: str, args: dict) -> Touched:
     c = _Collector(module)
     state = args.get('state')
     full = state in ('absent', 'link', 'hard') or _flag(args, 'recurse', False)
-    c.add(_first(args, ('path', 'dest', 'name')), 'path', shallow=not full)
+    c.add(*_written(module, args), shallow=not full)
     return c.touched()
 
 
 def _unarchive(module: str, args: dict) -> Touched:
     """unarchive: the ``dest`` directory, in full (the archive's files land below it)."""
     c = _Collector(module)
-    c.add(args.get('dest'), 'dest')
+    c.add(*_written(module, args))
     return c.touched()
 
 
@@ -884,11 +896,11 @@ def _cron(module: str, args: dict) -> Touched:
     """cron: ``cron_file`` (relative: under /etc/cron.d, as the module does); without it the
     user's crontab, written through crontab(1) in a spool that differs by distribution: unknown."""
     c = _Collector(module)
-    cron_file = args.get('cron_file')
+    cron_file, option = _written(module, args)
     if cron_file:
         if isinstance(cron_file, str) and not cron_file.startswith('/') and not cron_file.startswith('~'):
-            cron_file = '/etc/cron.d/' + cron_file
-        c.add(cron_file, 'cron_file')
+            cron_file = effects.MODULE_WRITES[module].relative_dir + '/' + cron_file
+        c.add(cron_file, option)
     else:
         c.note('crontab of user %s (%s without cron_file)' % (args.get('user') or 'the remote user', module))
     return c.touched()
@@ -930,7 +942,7 @@ def _sysctl(module: str, args: dict) -> Touched:
     """ansible.posix.sysctl: ``sysctl_file`` (default /etc/sysctl.conf); with reload (default
     true) or sysctl_set the running kernel's value changes too: unknown."""
     c = _Collector(module)
-    c.add(args.get('sysctl_file') or '/etc/sysctl.conf', 'sysctl_file')
+    c.add(*_written(module, args))
     if _flag(args, 'reload', True) or _flag(args, 'sysctl_set', False):
         c.note('runtime value of kernel parameter %s (%s reload)' % (_first(args, ('name', 'key')) or '?', module))
     return c.touched()
@@ -943,7 +955,7 @@ def _mount(module: str, args: dict) -> Touched:
     c = _Collector(module)
     state = args.get('state')
     if state not in ('ephemeral', 'unmounted', 'remounted'):
-        c.add(args.get('fstab') or '/etc/fstab', 'fstab')
+        c.add(*_written(module, args))
     if state in ('mounted', 'unmounted', 'remounted', 'ephemeral', 'absent'):
         c.note('mount state of %s (%s state=%s)' % (_first(args, ('path', 'name')) or '?', module, state))
     return c.touched()
@@ -953,9 +965,9 @@ def _authorized_key(module: str, args: dict) -> Touched:
     """ansible.posix.authorized_key: ``path`` when given (and its directory, shallow, which
     manage_dir creates or chmods); else the user's ~/.ssh/authorized_keys: unknown."""
     c = _Collector(module)
-    path = args.get('path')
+    path, option = _written(module, args)
     if path:
-        c.add(path, 'path')
+        c.add(path, option)
         if _flag(args, 'manage_dir', True) and isinstance(path, str) and path.startswith('/'):
             c.add(posixpath.dirname(normalise_path(path)), 'path directory', shallow=True)
     else:
@@ -963,22 +975,16 @@ def _authorized_key(module: str, args: dict) -> Touched:
     return c.touched()
 
 
-def _joined(dir_key: str, default_dir: str, option: str) -> Handler:
+def _joined(module: str, args: dict) -> Touched:
     """pamd (path + name), sudoers (sudoers_path + name): a file in a directory."""
-    def handler(module: str, args: dict) -> Touched:
-        c = _Collector(module)
-        name = args.get('name')
-        if not isinstance(name, str) or not name or '/' in name:
-            c.note('%s: name %r does not name a file' % (module, name))
-            return c.touched()
-        c.add(posixpath.join(args.get(dir_key) or default_dir, name), option)
-        return c.touched()
-    return handler
-
-
-def _kernel_blacklist(module: str, args: dict) -> Touched:
     c = _Collector(module)
-    c.add(args.get('blacklist_file') or '/etc/modprobe.d/blacklist-ansible.conf', 'blacklist_file')
+    spec = effects.MODULE_WRITES[module]
+    name = args.get(spec.directory_of)
+    if not isinstance(name, str) or not name or '/' in name:
+        c.note('%s: name %r does not name a file' % (module, name))
+        return c.touched()
+    directory, option = _written(module, args)
+    c.add(posixpath.join(directory, name), '%s/%s' % (option, spec.directory_of))
     return c.touched()
 
 
@@ -996,150 +1002,10 @@ _PROGRAM_DIRS = ('/bin/', '/sbin/', '/usr/bin/', '/usr/sbin/', '/usr/local/bin/'
 _VIRTUAL = ('/dev/', '/proc/', '/sys/')
 # Directories other processes keep writing to: saved shallow, never policed entry by entry.
 VOLATILE_DIRS = ('/tmp', '/var/tmp', '/dev/shm', '/run', '/var/run', '/var/log', '/var/cache', '/var/spool')
-_OPERATORS = frozenset(('&&', '||', ';', '|', '&', '(', ')', '|&', ';;', '\n', '{', '}'))
-_REDIRECTS = frozenset(('>', '>>', '<', '<<', '<<<', '>|', '&>', '&>>', '<>', '>&', '<&'))
-_KEYWORDS = frozenset(('if', 'then', 'else', 'elif', 'fi', 'do', 'done', 'while', 'until', 'case', 'esac', '!',
-                       'time'))
-_PREFIXES = frozenset(('sudo', 'nohup', 'exec', 'nice', 'ionice', 'stdbuf', 'timeout', 'env', 'command'))
 _PATH_TOKEN = re.compile(r'^/[^\s\'"`$(){}<>|;&!\\^]*$')
 _GLOB = re.compile(r'[*?\[]')
 _VAR_PATH = re.compile(r'(^\$\{?[A-Za-z_]|/\$\{?[A-Za-z_]|^~)')
-
-# Programs that only read (the source: the probes of the SSG Debian 12 fixes: find, grep,
-# awk, findmnt, systemctl list-unit-files...). A guard refuses the call when an option makes it write.
-_READ_ONLY = frozenset((
-    'cat', 'grep', 'egrep', 'fgrep', 'zgrep', 'head', 'tail', 'wc', 'cut', 'tr', 'stat', 'test', '[', 'ls', 'id',
-    'getent', 'readlink', 'realpath', 'basename', 'dirname', 'uname', 'echo', 'printf', 'true', 'false', 'findmnt',
-    'lsblk', 'dpkg-query', 'set', 'which', 'type', 'lsattr', 'getfacl', 'md5sum', 'sha1sum', 'sha256sum',
-    'sha512sum', 'diff', 'cmp', 'pgrep', 'ps', 'whoami', 'date', 'hostname', 'aa-status', 'aa-unconfined', 'sort',
-    'uniq', 'sed', 'awk', 'gawk', 'mawk', 'find', 'sysctl', 'rpm', 'dpkg', 'systemctl', 'auditctl', 'sshd',
-))
-_SYSTEMCTL_READ = frozenset(('is-active', 'is-enabled', 'is-failed', 'show', 'status', 'cat', 'list-units',
-                             'list-unit-files', 'list-dependencies', 'list-sockets', 'list-timers', 'get-default'))
-_RPM_WRITES = frozenset(('--install', '--upgrade', '--freshen', '--erase', '--import', '--setperms', '--setugids',
-                         '--restore', '--rebuilddb', '--initdb'))
-_FIND_WRITES = frozenset(('-exec', '-execdir', '-ok', '-okdir', '-delete', '-fprint', '-fprint0', '-fprintf', '-fls'))
-
-# Programs whose effect is known: (paths they write, what they change that is not a file).
-_ACCOUNT_TOOLS = frozenset(('passwd', 'chpasswd', 'chage', 'usermod', 'useradd', 'userdel', 'gpasswd', 'groupadd',
-                            'groupmod', 'groupdel', 'pwconv', 'grpconv', 'chsh', 'chfn'))
-_EFFECTS: dict[str, tuple[tuple[str, ...], str | None]] = {
-    'update-grub': (('/boot/grub/grub.cfg',), None),
-    'grubby': ((), 'boot loader entries'),
-    'newaliases': (('/etc/aliases.db',), None),
-    'aideinit': (('/var/lib/aide',), None),
-    'dconf': (('/etc/dconf/db',), None),
-    'update-crypto-policies': (('/etc/crypto-policies',), None),
-    'authselect': (('/etc/authselect', '/etc/pam.d', '/etc/nsswitch.conf'), None),
-    'update-alternatives': (('/etc/alternatives', '/var/lib/dpkg/alternatives'), None),
-    'augenrules': (('/etc/audit/audit.rules',), None),
-    'service': ((), 'service state'),
-    'apt': ((), 'packages'), 'apt-get': ((), 'packages'), 'aptitude': ((), 'packages'), 'dnf': ((), 'packages'),
-    'yum': ((), 'packages'), 'pip': ((), 'packages'), 'pip3': ((), 'packages'), 'snap': ((), 'packages'),
-    'modprobe': ((), 'loaded kernel modules'), 'rmmod': ((), 'loaded kernel modules'),
-    'insmod': ((), 'loaded kernel modules'),
-    'mount': ((), 'mount state'), 'umount': ((), 'mount state'), 'swapon': ((), 'mount state'),
-    'swapoff': ((), 'mount state'),
-    'apparmor_parser': ((), 'loaded AppArmor profiles'), 'aa-enforce': ((), 'loaded AppArmor profiles'),
-    'aa-complain': ((), 'loaded AppArmor profiles'), 'aa-disable': ((), 'loaded AppArmor profiles'),
-    'crontab': ((), 'user crontab'),
-    'setsebool': ((), 'SELinux policy'), 'semanage': ((), 'SELinux policy'), 'restorecon': ((), 'SELinux labels'),
-    'chcon': ((), 'SELinux labels'), 'setfiles': ((), 'SELinux labels'),
-    'chattr': ((), 'file attributes'), 'setfacl': ((), 'ACLs'), 'setfattr': ((), 'extended attributes'),
-    'kill': ((), 'processes'), 'pkill': ((), 'processes'), 'killall': ((), 'processes'),
-    'reboot': ((), 'system state'), 'shutdown': ((), 'system state'), 'halt': ((), 'system state'),
-    'poweroff': ((), 'system state'), 'init': ((), 'system state'), 'telinit': ((), 'system state'),
-    'hostnamectl': ((), 'system settings'), 'timedatectl': ((), 'system settings'),
-    'localectl': ((), 'system settings'),
-    'iptables': ((), 'firewall state'), 'ip6tables': ((), 'firewall state'), 'nft': ((), 'firewall state'),
-    'ufw': ((), 'firewall state'), 'firewall-cmd': ((), 'firewall state'),
-    'xargs': ((), 'arguments built at run time'),
-    'chroot': ((), 'a command run in another root'),
-}
-
-
-def _tokens(text: str) -> list[str]:
-    """Shell words and operators of ``text`` (shlex, POSIX rules); newlines are operators."""
-    lex = shlex.shlex(text.replace('\\\n', ' '), posix=True, punctuation_chars='();<>|&\n')
-    lex.whitespace = ' \t\r'
-    lex.whitespace_split = True
-    lex.commenters = ''
-    return list(lex)
-
-
-def _segments(tokens: list[str]) -> list[list[str]]:
-    """Simple commands: tokens split at operators, shell keywords and leading assignments dropped."""
-    out, cur = [], []
-    for tok in tokens + [';']:
-        if tok in _OPERATORS:
-            while cur and (cur[0] in _KEYWORDS or re.match(r'^[A-Za-z_][A-Za-z0-9_]*=', cur[0])):
-                cur.pop(0)
-            if cur:
-                out.append(cur)
-            cur = []
-        else:
-            cur.append(tok)
-    return out
-
-
-def _program(seg: list[str]) -> tuple[str, list[str]]:
-    """(program basename, its arguments), looking through sudo/env/timeout/nice... prefixes."""
-    i = 0
-    while i < len(seg):
-        name = posixpath.basename(seg[i])
-        if name == 'command' and i + 1 < len(seg) and seg[i + 1] in ('-v', '-V'):
-            return 'type', seg[i + 1:]
-        if name in _PREFIXES:
-            i += 1
-            if name == 'sudo':
-                while i + 1 < len(seg) and seg[i] in ('-u', '-g', '-C', '-D', '-h', '-p', '-r', '-t', '-U'):
-                    i += 2
-            while i < len(seg) and (seg[i].startswith('-') or re.match(r'^[A-Za-z_][A-Za-z0-9_]*=', seg[i])
-                                    or (name in ('timeout', 'nice') and re.match(r'^[0-9.]+[smhd]?$', seg[i]))):
-                i += 1
-            continue
-        return name, seg[i + 1:]
-    return '', []
-
-
-def _segment_read_only(prog: str, args: list[str], redirect_targets: list[str]) -> bool:
-    """Whether a simple command only reads (conservative: unknown options make it a writer)."""
-    if any(target not in ('/dev/null', '&1', '&2', '1', '2') for target in redirect_targets):
-        return False
-    if prog not in _READ_ONLY:
-        return False
-    if prog == 'find':
-        return not any(a in _FIND_WRITES for a in args)
-    if prog == 'sed':
-        return not any(a == '-i' or a.startswith(('-i', '--in-place')) or re.search(r'(^|[;}/\s])[wWe]\s', a)
-                       for a in args)
-    if prog in ('awk', 'gawk', 'mawk'):
-        return not any('system' in a or re.search(r'print[f]?[^;}]*[>|]', a) or a.startswith('-i') for a in args)
-    if prog == 'sort':
-        return not any(a == '-o' or a.startswith(('-o', '--output')) for a in args)
-    if prog == 'uniq':
-        return len([a for a in args if not a.startswith('-')]) <= 1
-    if prog == 'sysctl':
-        return not any(a in ('-w', '-p', '--system', '--load', '--write') or a.startswith('-p') or '=' in a
-                       for a in args)
-    if prog == 'rpm':
-        return any(a.startswith(('-q', '--query', '-V', '--verify')) for a in args) and not any(
-            a in _RPM_WRITES or re.match(r'^-[iUFe]', a) for a in args)
-    if prog == 'dpkg':
-        return bool(args) and args[0] in ('-l', '-s', '-L', '-S', '--list', '--status', '--listfiles', '--search',
-                                          '--get-selections', '--print-architecture', '--compare-versions')
-    if prog == 'systemctl':
-        words = [a for a in args if not a.startswith('-')]
-        return not words or words[0] in _SYSTEMCTL_READ
-    if prog == 'auditctl':
-        return bool(args) and all(a in ('-l', '-s', '-v') for a in args)
-    if prog == 'sshd':
-        return any(a in ('-T', '-t') for a in args)
-    if prog == 'date':
-        return not any(a.startswith(('-s', '--set')) for a in args)
-    if prog == 'hostname':
-        return all(a.startswith('-') for a in args)
-    return True
+_DISCARD = ('/dev/null', '&1', '&2', '1', '2')  # redirection targets that write no file
 
 
 def _path_tokens(prog: str, args: list[str]) -> list[str]:
@@ -1159,7 +1025,10 @@ def _path_tokens(prog: str, args: list[str]) -> list[str]:
 
 def _command(module: str, args: dict) -> Touched:
     """command/shell: ``creates``/``removes`` and their directories, plus every absolute path
-    token of the command line (shlex) not under /bin /sbin /usr/bin /usr/sbin /usr/local/bin.
+    token of the commands that write, not under /bin /sbin /usr/bin /usr/sbin /usr/local/bin.
+    The line is split as the gate splits it (shell_split), and what each command does is
+    the gate's table too (_policy.effects): the paths it writes, what it writes without
+    naming it, what it changes that is not a file.
 
     A HEURISTIC (``heuristic=True``): a command can change files it does not name (a script,
     a daemon's state file) and name files it only reads. Refinements: a command line made
@@ -1185,97 +1054,71 @@ def _command(module: str, args: dict) -> Touched:
                     c.add(parent, key + ' directory')
     argv = args.get('argv')
     if isinstance(argv, (list, tuple)) and argv:
-        segments = [[str(a) for a in argv]]
-        text_tokens = None
+        commands = [ShellCommand([str(a) for a in argv])]
     else:
         text = args.get('cmd') or args.get('_raw_params') or ''
         if not isinstance(text, str) or not text.strip():
             c.note('%s: no command line given' % module)
             return c.touched()
         try:
-            text_tokens = _tokens(text)
-        except ValueError as ex:  # unbalanced quotes: the module would fail too
-            c.note('%s: command line cannot be split (%s)' % (module, ex))
+            commands = split_shell(text)
+        except ShellParseError as ex:  # unbalanced quotes: the module would fail too
+            c.note('%s: command line cannot be split (%s)' % (module, _split_error(text, ex)))
             return c.touched()
-        segments = _segments(text_tokens)
-    read_only = _scan_segments(c, module, segments, depth=0)
+    try:
+        expanded = [sub for cmd in commands for sub in expand_command(cmd)]
+    except ShellParseError:
+        c.note('%s: inner command line cannot be split' % module)
+        return c.touched()
+    read_only = _scan_commands(c, module, expanded)
     touched = c.touched()
     touched.read_only = read_only and not touched.paths and not touched.shallow and not touched.unknown
     return touched
 
 
-def _scan_segments(c: _Collector, module: str, segments: list[list[str]], depth: int) -> bool:
-    """Add what each simple command touches to ``c``; return True when all only read."""
+def _split_error(text: str, ex: ShellParseError) -> str:
+    """Why text cannot be split: shlex's words when shlex fails too (the module's own splitter)."""
+    try:
+        shlex.split(text)
+    except ValueError as shlex_ex:
+        return str(shlex_ex)
+    return str(ex)
+
+
+def _scan_commands(c: _Collector, module: str, commands: list[ShellCommand]) -> bool:
+    """Add what each simple command touches to ``c`` (effects.command_effect); return True
+    when all only read. Commands a wrapper, ``sh -c`` or ``find -exec`` runs are in the list
+    after it (shell_split.expand_command)."""
     all_read_only = True
-    for seg in segments:
-        words, targets = [], []
-        i = 0
-        while i < len(seg):
-            tok = seg[i]
-            if tok in _REDIRECTS or (tok.isdigit() and i + 1 < len(seg) and seg[i + 1] in _REDIRECTS):
-                if tok.isdigit():
-                    i += 1
-                    tok = seg[i]
-                if i + 1 < len(seg):
-                    target = seg[i + 1]
-                    if tok.startswith(('>', '&>', '<>')):
-                        targets.append(target)
-                        _add_token(c, module, target)
-                    i += 2
-                    continue
-            words.append(tok)
-            i += 1
-        prog, prog_args = _program(words)
-        if not prog:
+    for cmd in commands:
+        for target in cmd.writes:
+            _add_token(c, module, target, written=True)
+        redirected = any(target not in _DISCARD for target in cmd.writes)
+        if not cmd.argv:
+            all_read_only = all_read_only and not redirected
             continue
-        if prog in ('sh', 'bash', 'dash') and depth < 2:
-            if '-c' in prog_args and prog_args.index('-c') + 1 < len(prog_args):
-                inner = prog_args[prog_args.index('-c') + 1]
-                try:
-                    ro = _scan_segments(c, module, _segments(_tokens(inner)), depth + 1)
-                except ValueError:
-                    c.note('%s: inner command line cannot be split' % module)
-                    ro = False
-                all_read_only = all_read_only and ro and not targets
-                continue
-            c.note('runs a shell script (%s)' % ' '.join(prog_args[:1]) if prog_args else 'runs an interactive shell')
-            all_read_only = False
+        prog, prog_args = posixpath.basename(cmd.argv[0]), cmd.argv[1:]
+        effect = effects.command_effect(cmd.argv)
+        if effect.kind == effects.WRAPS and not effect.state or effect.read_only and not redirected:
+            all_read_only = all_read_only and not redirected
             continue
-        ro = _segment_read_only(prog, prog_args, targets)
-        all_read_only = all_read_only and ro
-        if ro:
-            continue
-        if prog in _ACCOUNT_TOOLS:
-            for path in ACCOUNT_FILES:
-                c.add(path, prog)
-            if prog in ('useradd', 'userdel', 'usermod'):
-                c.add('/etc/subuid', prog)
-                c.add('/etc/subgid', prog)
-        paths, what = _EFFECTS.get(prog, ((), None))
-        if prog == 'systemctl':
-            what = 'service state'
-        elif prog in ('sysctl',):
-            what = 'runtime kernel parameters'
-        elif prog in ('rpm', 'dpkg'):
-            what = 'packages'
-        elif prog == 'auditctl':
-            what = 'loaded audit rules'
-        elif prog == 'augenrules' and '--load' in prog_args:
-            what = 'loaded audit rules'
-        elif prog in ('awk', 'gawk', 'mawk') and any('system' in a for a in prog_args):
-            what = 'commands built at run time (awk system())'
-        for path in paths:
+        all_read_only = False
+        for path in effect.implied:
             c.add(path, prog)
-        if what:
-            c.note('%s (%s in %s)' % (what, prog, module))
+        if effect.state:
+            c.note('%s (%s in %s)' % (effect.state, prog, module))
+        for path in effect.writes:
+            _add_token(c, module, path, written=True)
         for token in _path_tokens(prog, prog_args):
             _add_token(c, module, token)
     return all_read_only
 
 
-def _add_token(c: _Collector, module: str, token: str) -> None:
-    """Cover a path-like token (see :func:`_command`)."""
-    if _VAR_PATH.search(token):
+def _add_token(c: _Collector, module: str, token: str, written: bool = False) -> None:
+    """Cover a path-like token (see :func:`_command`). ``written``: a path the command writes
+    (a redirection, the table's writes), covered whatever characters it holds (a quoted path
+    with a space); other tokens only when they look like a plain path."""
+    if _VAR_PATH.search(token) or (written and ('$' in token or '`' in token)):
         c.note('paths built from shell variables (%s in %s)' % (token, module))
         return
     if not token.startswith('/') or token.startswith(_PROGRAM_DIRS) or token.startswith(_VIRTUAL):
@@ -1288,7 +1131,7 @@ def _add_token(c: _Collector, module: str, token: str) -> None:
         if token in ('', '/'):
             c.note('glob over the root directory (%s)' % module)
             return
-    if not _PATH_TOKEN.match(token):
+    if not written and not _PATH_TOKEN.match(token):
         return
     path = normalise_path(token)
     if path == '/':
@@ -1312,14 +1155,15 @@ READ_ONLY_MODULES = frozenset((
 ))
 
 _HANDLERS: dict[str, Handler] = {
-    'ansible.builtin.lineinfile': _edit_file(),
-    'ansible.builtin.blockinfile': _edit_file(),
-    'ansible.builtin.replace': _edit_file(),
+    'ansible.builtin.lineinfile': _edit_file,
+    'ansible.builtin.blockinfile': _edit_file,
+    'ansible.builtin.replace': _edit_file,
     'ansible.builtin.copy': _copy,
     'ansible.builtin.template': _copy,
     'ansible.builtin.file': _file,
-    'ansible.builtin.assemble': _edit_file(('dest',)),
+    'ansible.builtin.assemble': _edit_file,
     'ansible.builtin.unarchive': _unarchive,
+    'ansible.builtin.get_url': _edit_file,
     'ansible.builtin.cron': _cron,
     'ansible.builtin.user': _user,
     'ansible.builtin.group': _group,
@@ -1328,10 +1172,10 @@ _HANDLERS: dict[str, Handler] = {
     'ansible.posix.sysctl': _sysctl,
     'ansible.posix.mount': _mount,
     'ansible.posix.authorized_key': _authorized_key,
-    'community.general.ini_file': _edit_file(('path', 'dest')),
-    'community.general.pamd': _joined('path', '/etc/pam.d', 'path/name'),
-    'community.general.sudoers': _joined('sudoers_path', '/etc/sudoers.d', 'sudoers_path/name'),
-    'community.general.kernel_blacklist': _kernel_blacklist,
+    'community.general.ini_file': _edit_file,
+    'community.general.pamd': _joined,
+    'community.general.sudoers': _joined,
+    'community.general.kernel_blacklist': _edit_file,
     'ansible.builtin.debconf': _unknown('debconf database'),
     'ansible.builtin.apt': _unknown('packages'),
     'ansible.builtin.dnf': _unknown('packages'),

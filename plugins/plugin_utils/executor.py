@@ -139,6 +139,9 @@ class ExecutionReport:
       blockinfile, replace, file...): {task, module, diff (unified diff text, at most
       DIFF_LIMIT characters, secrets redacted: ``redact.redact``)}. Modules without diff
       support (command, shell) give none.
+    refusals: the gate's refusals behind ``refused``, each ``Refusal.to_dict()`` (code, task,
+      problem, subject); [] when the list passed or was refused before the gate (YAML error).
+      Not in :meth:`to_dict`: the attempt keeps them (``Attempt.gate_refusals``).
     """
 
     ok: bool = True
@@ -151,17 +154,18 @@ class ExecutionReport:
     task_results: list = dataclasses.field(default_factory=list)
     results: list = dataclasses.field(default_factory=list)
     diffs: list = dataclasses.field(default_factory=list)
+    refusals: list = dataclasses.field(default_factory=list)
 
     def to_dict(self) -> dict:
-        """Return a plain JSON-serialisable dict with the fields above (``results`` left out)."""
+        """Return a plain JSON-serialisable dict with the fields above (``results`` and ``refusals`` left out)."""
         data = dataclasses.asdict(self)
-        del data['results']
+        del data['results'], data['refusals']
         return data
 
     @classmethod
-    def refusal(cls, reason: str) -> 'ExecutionReport':
-        """A report for a list refused before anything ran."""
-        return cls(ok=False, refused=reason)
+    def refusal(cls, reason: str, refusals: t.Sequence[task_gate.Refusal] = ()) -> 'ExecutionReport':
+        """A report for a list refused before anything ran; refusals: the gate's, with their codes."""
+        return cls(ok=False, refused=reason, refusals=[r.to_dict() for r in refusals])
 
 
 def _trim(text: t.Any, limit: int = MSG_LIMIT) -> str:
@@ -285,9 +289,11 @@ class TaskListExecutor:
     # ----------------------------------------------------------------- public API
     def validate(self, tasks: t.Any) -> list[str]:
         """Gate this executor's trust level applies; see :func:`task_gate.validate`. Empty list = OK."""
-        if self.policy is None:
-            return task_gate.validate(tasks, trusted=self.trusted)
-        return task_gate.validate(tasks, trusted=self.trusted, policy=self.policy)
+        return [r.message for r in self.refusals(tasks)]
+
+    def refusals(self, tasks: t.Any) -> list[task_gate.Refusal]:
+        """:meth:`validate` with the refusals' codes (:func:`task_gate.refusals`)."""
+        return task_gate.refusals(tasks, trusted=self.trusted, policy=self.policy)
 
     def run_yaml(self, text: str, variables: dict | None = None, source: str = '<task text>') -> ExecutionReport:
         """Parse YAML text with Ansible's DataLoader (trusted as template when this executor is trusted), then :meth:`run`.
@@ -310,9 +316,9 @@ class TaskListExecutor:
         Never raises for bad input or failing tasks (they are in the report); only
         programming errors propagate.
         """
-        problems = self.validate(tasks)
-        if problems:
-            return ExecutionReport.refusal('; '.join(problems))
+        found = self.refusals(tasks)
+        if found:
+            return ExecutionReport.refusal('; '.join(r.message for r in found), found)
         ds_list = self._prepare(tasks)
         try:
             play = self._play()

@@ -38,6 +38,8 @@ import shlex
 import typing as t
 
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.errors import ScapforgeError
+from ansible_collections.scapforge.remediation.plugins.plugin_utils._policy import effects
+from ansible_collections.scapforge.remediation.plugins.plugin_utils.shell_split import find_parts
 
 __all__ = ['ProbeRefused', 'COMMANDS', 'probe_task', 'run_as_check', 'probe_key', 'format_probe_result']
 
@@ -87,7 +89,7 @@ def probe_task(spec: t.Any) -> dict:
         return {'name': name, 'ansible.builtin.slurp': {'src': value}, 'check_mode': True}
     if kind == 'stat':
         # stat checksums regular files: under /proc, /sys and /dev a "regular" file (kcore) may never end
-        checksum = not any(_within(value, root) for root in ('/proc', '/sys', '/dev'))
+        checksum = not any(effects.within(value, root) for root in ('/proc', '/sys', '/dev'))
         args = {'path': value, 'get_checksum': checksum, 'get_mime': False}
         if checksum:
             args['checksum_algorithm'] = 'sha256'
@@ -215,10 +217,6 @@ def _readable(path: str, what: str) -> None:
                            ' with -c or -l')
 
 
-def _within(path: str, root: str) -> bool:
-    return path == root or path.startswith(root.rstrip('/') + '/')
-
-
 def _find_args(value: t.Any) -> dict:
     if not isinstance(value, dict):
         raise ProbeRefused('find takes a mapping: {"paths": [...], "patterns": ..., "contains": ..., "file_type": ...,'
@@ -254,7 +252,7 @@ def _find_args(value: t.Any) -> dict:
         out['recurse'] = value['recurse']
     deep = out.get('recurse') or 'contains' in out
     for path in out['paths']:
-        if deep and any(path == r if r == '/' else _within(path, r) for r in _NO_RECURSE_ROOTS):
+        if deep and any(path == r if r == '/' else effects.within(path, r) for r in _NO_RECURSE_ROOTS):
             raise ProbeRefused(f'find from {path} with recurse or contains walks too much (or endless files); start'
                                ' lower')
     return out
@@ -441,21 +439,11 @@ def _sysctl(args: list) -> None:
             _refuse('sysctl', args, f'{k!r} is not a key; sysctl probes never write (-w, -p, KEY=VALUE)')
 
 
-_FIND_ACTIONS_DENIED = frozenset({'-exec', '-execdir', '-ok', '-okdir', '-delete', '-fprint', '-fprint0',
-                                  '-fprintf', '-fls'})
-
-
 def _find(args: list) -> None:
-    i = 0
-    while i < len(args) and args[i] in ('-H', '-L', '-P'):
-        i += 1
-    paths = []
-    while i < len(args) and not args[i].startswith('-') and args[i] not in ('(', '!', ')'):
-        paths.append(args[i])
-        i += 1
+    paths, _execs, _delete = find_parts(args)
     _abs_paths('find', args, paths)
-    for a in args[i:]:
-        if a in _FIND_ACTIONS_DENIED:
+    for a in args:
+        if a in effects.FIND_ACTIONS:
             _refuse('find', args, f'{a} acts on what it finds; probes only read')
 
 
@@ -507,7 +495,7 @@ def _grep(args: list) -> None:
             _readable(norm, 'grep')
         elif any(fnmatch.fnmatchcase(norm, pat) for pat in _ENDLESS):
             _readable(norm, 'grep')
-        if flags & {'r', 'R'} and any(norm == r if r == '/' else _within(norm, r) for r in _NO_RECURSE_ROOTS):
+        if flags & {'r', 'R'} and any(norm == r if r == '/' else effects.within(norm, r) for r in _NO_RECURSE_ROOTS):
             _refuse('grep', args, f'a recursive grep from {norm} reads too much (or endless files); start lower')
 
 

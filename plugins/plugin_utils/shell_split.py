@@ -26,7 +26,8 @@ import shlex
 
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.errors import ScapforgeError
 
-__all__ = ['MARK', 'SHELLS', 'ShellCommand', 'ShellParseError', 'expand_command', 'find_parts', 'split_shell']
+__all__ = ['MARK', 'SHELLS', 'WRAPPERS', 'ShellCommand', 'ShellParseError', 'expand_command', 'find_parts',
+           'split_shell']
 
 # Shell names (basenames) whose ``-c`` string, or stdin, is read as a script.
 SHELLS = frozenset({'sh', 'bash', 'dash', 'zsh', 'ksh', 'ash', 'mksh', 'yash'})
@@ -315,6 +316,8 @@ _WRAPPERS = {
     'watch': ('nd', {'--interval'}, 0),
     'busybox': ('', set(), 0),
 }
+#: Commands that run the command given in their arguments (sudo, env, xargs...).
+WRAPPERS = frozenset(_WRAPPERS)
 
 
 def _unwrap(name: str, args: list) -> tuple[list, dict]:
@@ -380,6 +383,8 @@ def find_parts(args: list) -> tuple[list, list, bool]:
     """
     paths, execs, delete = [], [], False
     i = 0
+    while i < len(args) and args[i] in ('-H', '-L', '-P'):  # symlink options come before the start paths
+        i += 1
     while i < len(args) and not args[i].startswith('-') and args[i] not in ('(', '!', ')'):
         paths.append(args[i])
         i += 1

@@ -38,25 +38,29 @@ import typing as t
 from ansible.errors import AnsibleError
 from ansible.parsing.mod_args import ModuleArgsParser
 from ansible.playbook.task import Task
-from ansible.plugins.loader import fragment_loader, lookup_loader, module_loader
+from ansible.plugins.loader import fragment_loader, lookup_loader
 
 from ansible_collections.scapforge.remediation.plugins.plugin_utils import ansible_private
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.errors import ScapforgeError
+from ansible_collections.scapforge.remediation.plugins.plugin_utils._policy import refusals as R
+from ansible_collections.scapforge.remediation.plugins.plugin_utils._policy.routing import ModuleRef, resolve_module
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.shell_split import (
     ShellCommand, ShellParseError, split_shell,
 )
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.untrusted_policy import (
-    DEFAULT_UNTRUSTED_MODULES, GatePolicy, task_hazards,
+    DEFAULT_UNTRUSTED_MODULES, GatePolicy, hazards, task_hazards,
 )
+
+Refusal = R.Refusal
 
 # The gate's API; the shell splitting and the untrusted-task policy are re-exported so that
 # callers (executor, loop, agent_loop, the tests) import one module.
 __all__ = [
     'DENIED_MODULES', 'DEFAULT_UNTRUSTED_MODULES', 'EXPRESSION_ARGS', 'SUPPORTED_BLOCK_KEYWORDS',
     'SUPPORTED_LOOP_LOOKUPS', 'SUPPORTED_TASK_KEYWORDS', 'UNTRUSTED_DENIED_MODULES', 'GatePolicy', 'ModuleRef',
-    'ShellCommand', 'ShellParseError', 'TaskParseError', 'check_safe_expression', 'contains_jinja',
-    'expression_problems', 'module_options', 'parse_task_text', 'resolve_module', 'split_shell', 'split_task',
-    'suggest_module', 'task_hazards', 'validate',
+    'Refusal', 'ShellCommand', 'ShellParseError', 'TaskParseError', 'check_safe_expression', 'contains_jinja',
+    'expression_problems', 'module_options', 'parse_task_text', 'refusals', 'resolve_module', 'split_shell',
+    'split_task', 'suggest_module', 'task_hazards', 'validate',
 ]
 
 # Task keywords the executor implements (DESIGN decision 1). Everything else is refused.
@@ -117,20 +121,6 @@ class TaskParseError(ScapforgeError, ValueError):
     kind = 'task_parse'
 
 
-@dataclasses.dataclass(frozen=True)
-class ModuleRef:
-    """A module name resolved through Ansible's plugin routing.
-
-    name: the name as written; fqcn: the canonical FQCN after routing (e.g. ``ansible.posix.sysctl``
-    for ``sysctl``); path: the module file on the controller; collection: its collection.
-    """
-
-    name: str
-    fqcn: str
-    path: str | None
-    collection: str | None
-
-
 def parse_task_text(text: str, trusted: bool = False, source: str = '<task text>') -> list:
     """Parse YAML (or JSON) text into a task list with Ansible's own DataLoader.
 
@@ -185,36 +175,6 @@ def _origin_text(obj: t.Any) -> str | None:
     return str(origin) if origin else None
 
 
-def _ensure_plugin_loader() -> None:
-    """Install Ansible's collection loader when nothing did (outside an ansible-playbook run,
-    e.g. unit tests), so collection modules such as ansible.posix.sysctl resolve."""
-    from ansible.utils.collection_loader import AnsibleCollectionConfig
-
-    if AnsibleCollectionConfig.collection_finder is None:
-        from ansible.plugins.loader import init_plugin_loader
-        init_plugin_loader()
-
-
-@functools.lru_cache(maxsize=512)
-def resolve_module(name: str) -> ModuleRef | None:
-    """Resolve a module/action name as Ansible does (routing, redirects, ansible.legacy).
-
-    Returns a ModuleRef, or None when no such module exists.  Uses the global module loader
-    (the same object as an action's ``_shared_loader_obj.module_loader``).
-    """
-    if not isinstance(name, str) or not name:
-        return None
-    _ensure_plugin_loader()
-    try:
-        ctx = module_loader.find_plugin_with_context(name)
-    except AnsibleError:
-        return None
-    if not ctx.resolved:
-        return None
-    return ModuleRef(name=name, fqcn=ctx.resolved_fqcn, path=ctx.plugin_resolved_path,
-                     collection=ctx.plugin_resolved_collection)
-
-
 def suggest_module(name: str) -> str | None:
     """Guess an existing module for an unknown name, e.g. ``ansible.builtin.sysctl_setting`` -> ``ansible.posix.sysctl``.
 
@@ -233,11 +193,12 @@ def suggest_module(name: str) -> str | None:
     return None
 
 
-def _unknown_module(name: str) -> str:
-    """The reason for a module name that does not resolve, with :func:`suggest_module`'s guess."""
+def _unknown_module(name: str) -> R.Refusal:
+    """The refusal of a module name that does not resolve, with :func:`suggest_module`'s guess."""
     guess = suggest_module(name)
     hint = f'; did you mean {guess}?' if guess else ''
-    return f'no module named {name!r} in this Ansible installation{hint}'
+    return R.Refusal(R.UNKNOWN_MODULE, f'no module named {name!r} in this Ansible installation{hint}',
+                     subject=(str(name), guess or ''))
 
 
 @functools.lru_cache(maxsize=256)
@@ -340,23 +301,30 @@ def split_task(ds: dict) -> tuple[str | None, dict | None, str | None]:
     Returns (module_name_as_written, args, problem): problem is None on success.  Only
     the key naming the module is consulted for routing; keywords are checked by the caller.
     """
+    name, args, refusal = _split_task(ds)
+    return name, args, refusal.problem if refusal else None
+
+
+def _split_task(ds: dict) -> tuple[str | None, dict | None, R.Refusal | None]:
+    """:func:`split_task`, its problem a refusal (code ``unknown_module`` or ``bad_task``)."""
     candidates = [k for k in ds if isinstance(k, str) and k not in Task.fattributes
                   and k not in ('args', 'action', 'local_action') and not k.startswith('with_')]
     if 'action' in ds:
         candidates.append('action')
     if not candidates:
-        return None, None, 'no module given (a task needs exactly one module key)'
+        return None, None, R.Refusal(R.BAD_TASK, 'no module given (a task needs exactly one module key)')
     if len(candidates) > 1:
-        return None, None, f'more than one module or unknown keyword: {", ".join(map(str, candidates))}'
+        return None, None, R.Refusal(R.BAD_TASK,
+                                     f'more than one module or unknown keyword: {", ".join(map(str, candidates))}')
     key = candidates[0]
     if key != 'action' and resolve_module(key) is None:
         return key, None, _unknown_module(key)
     if key == 'action' and ds['action'] == '':  # ModuleArgsParser (2.19) fails on it with IndexError
-        return key, None, 'action names no module'
+        return key, None, R.Refusal(R.BAD_TASK, 'action names no module')
     try:
         action, args, _delegate = ModuleArgsParser(task_ds=copy.copy(ds)).parse()
     except AnsibleError as ex:
-        return key, None, _error_text(ex)
+        return key, None, R.Refusal(R.BAD_TASK, _error_text(ex))
     return str(action), dict(args or {}), None
 
 
@@ -372,11 +340,18 @@ def validate(tasks: t.Any, trusted: bool = False, policy: GatePolicy | None = No
     (``task 2 'Set banner'``) and the keyword, module, argument or action at fault.  Pure:
     runs nothing, and never raises for odd input (a task the gate cannot read is refused).
     """
-    problems: list[str] = []
+    return [r.message for r in refusals(tasks, trusted, policy)]
+
+
+def refusals(tasks: t.Any, trusted: bool = False, policy: GatePolicy | None = None) -> list[Refusal]:
+    """:func:`validate`'s reasons as :class:`~._policy.refusals.Refusal` objects: each with its
+    code (``not_allowlisted``, ``jinja_untrusted``, ``touches_access``...), the task's label and
+    the problem in words; ``message`` is validate's string."""
+    problems: list[Refusal] = []
     if not isinstance(tasks, list):
-        return [f'a task list must be a list of mappings, got {type(tasks).__name__}']
+        return [R.Refusal(R.BAD_STRUCTURE, f'a task list must be a list of mappings, got {type(tasks).__name__}')]
     if not tasks:
-        return ['the task list is empty']
+        return [R.Refusal(R.BAD_STRUCTURE, 'the task list is empty')]
     _validate_list(tasks, trusted, policy or GatePolicy(), problems, prefix='')
     return problems
 
@@ -387,108 +362,117 @@ def _task_label(prefix: str, index: int, ds: t.Any) -> str:
     return f'{label} {str(name)!r}' if name else label
 
 
-def _validate_list(tasks: list, trusted: bool, policy: GatePolicy, problems: list[str], prefix: str) -> None:
+def _validate_list(tasks: list, trusted: bool, policy: GatePolicy, problems: list[Refusal], prefix: str) -> None:
     for i, ds in enumerate(tasks):
         label = _task_label(prefix, i, ds)
         try:
             _validate_entry(ds, trusted, policy, problems, label, prefix=f'{prefix}{i + 1}.')
         except Exception as ex:  # a gate bug must refuse the task, never crash the loop
-            problems.append(f'{label}: gate internal error, the task cannot be checked ({type(ex).__name__}: {ex})')
+            problems.append(R.Refusal(
+                R.GATE_ERROR, f'gate internal error, the task cannot be checked ({type(ex).__name__}: {ex})', label))
 
 
-def _validate_entry(ds: t.Any, trusted: bool, policy: GatePolicy, problems: list[str], label: str, prefix: str) -> None:
+def _validate_entry(ds: t.Any, trusted: bool, policy: GatePolicy, problems: list[Refusal], label: str,
+                    prefix: str) -> None:
     if not isinstance(ds, dict):
-        problems.append(f'{label}: must be a mapping, got {type(ds).__name__}')
+        problems.append(R.Refusal(R.BAD_STRUCTURE, f'must be a mapping, got {type(ds).__name__}', label))
         return
     if not trusted:
         hit = contains_jinja(ds)
         if hit is not None:
-            problems.append(f'{label}: Jinja templating is not allowed in untrusted tasks: {str(hit)[:120]!r}')
+            problems.append(R.Refusal(
+                R.JINJA_UNTRUSTED, f'Jinja templating is not allowed in untrusted tasks: {str(hit)[:120]!r}', label))
             return
         _validate_untrusted_vars(ds, problems, label)
     if 'block' in ds:
         unknown = [k for k in ds if k not in SUPPORTED_BLOCK_KEYWORDS]
         if unknown:
-            problems.append(f'{label}: block keyword(s) not supported: {", ".join(map(str, unknown))}')
+            problems.append(R.Refusal(
+                R.UNSUPPORTED_KEYWORD, f'block keyword(s) not supported: {", ".join(map(str, unknown))}', label))
         _validate_conditionals(ds, ('when',), trusted, problems, label)
         if not isinstance(ds['block'], list) or not ds['block']:
-            problems.append(f'{label}: block must be a non-empty list of tasks')
+            problems.append(R.Refusal(R.BAD_STRUCTURE, 'block must be a non-empty list of tasks', label))
         else:
             _validate_list(ds['block'], trusted, policy, problems, prefix=prefix)
         return
     _validate_task(ds, trusted, policy, problems, label)
 
 
-def _validate_untrusted_vars(ds: dict, problems: list[str], label: str) -> None:
+def _validate_untrusted_vars(ds: dict, problems: list[Refusal], label: str) -> None:
     """``ansible_*`` variables steer the interpreter, connection and become of the task
     (``ansible_python_interpreter`` is a command line): untrusted tasks may not set them."""
     names = []
     if isinstance(ds.get('vars'), dict):
         names += [str(k) for k in ds['vars']]
     elif 'vars' in ds:
-        problems.append(f'{label}: vars must be a mapping, got {type(ds["vars"]).__name__}')
+        problems.append(R.Refusal(R.BAD_STRUCTURE, f'vars must be a mapping, got {type(ds["vars"]).__name__}', label))
     if isinstance(ds.get('register'), str):
         names.append(ds['register'])
     _refuse_reserved_vars(names, problems, label)
 
 
-def _refuse_reserved_vars(names: list[str], problems: list[str], label: str) -> None:
+def _refuse_reserved_vars(names: list[str], problems: list[Refusal], label: str) -> None:
     """Refuse ``ansible_*`` variable names (any case) an untrusted task would set."""
     bad = sorted(n for n in names if n.lower().startswith('ansible_'))
     if bad:
-        problems.append(f'{label}: untrusted tasks may not set ansible_* variables ({", ".join(bad)}):'
-                        ' they choose the interpreter, connection and privilege escalation')
+        problems.append(R.Refusal(
+            R.RESERVED_VARS, f'untrusted tasks may not set ansible_* variables ({", ".join(bad)}):'
+            ' they choose the interpreter, connection and privilege escalation', label))
 
 
-def _validate_task(ds: dict, trusted: bool, policy: GatePolicy, problems: list[str], label: str) -> None:
+def _validate_task(ds: dict, trusted: bool, policy: GatePolicy, problems: list[Refusal], label: str) -> None:
     for k in ds:
         if not isinstance(k, str):
-            problems.append(f'{label}: keys must be strings, got {k!r}')
+            problems.append(R.Refusal(R.BAD_STRUCTURE, f'keys must be strings, got {k!r}', label))
             return
         if k in SUPPORTED_TASK_KEYWORDS:
             continue
         if k.startswith('with_'):
             lookup = k[len('with_'):]
             if lookup not in SUPPORTED_LOOP_LOOKUPS:
-                problems.append(f'{label}: loop keyword {k!r} is not supported'
-                                f' (supported: loop, {", ".join("with_" + n for n in sorted(SUPPORTED_LOOP_LOOKUPS))})')
+                problems.append(R.Refusal(R.UNSUPPORTED_KEYWORD, f'loop keyword {k!r} is not supported'
+                                f' (supported: loop, {", ".join("with_" + n for n in sorted(SUPPORTED_LOOP_LOOKUPS))})',
+                                label))
             elif lookup not in lookup_loader:
-                problems.append(f'{label}: lookup {lookup!r} for {k!r} not found')
+                problems.append(R.Refusal(R.UNSUPPORTED_KEYWORD, f'lookup {lookup!r} for {k!r} not found', label))
             continue
         if k in Task.fattributes or k == 'local_action':
-            problems.append(f'{label}: keyword {k!r} is not supported by the executor')
+            problems.append(R.Refusal(R.UNSUPPORTED_KEYWORD, f'keyword {k!r} is not supported by the executor', label))
             return
     loops = [k for k in ds if k == 'loop' or (isinstance(k, str) and k.startswith('with_'))]
     if len(loops) > 1:
-        problems.append(f'{label}: more than one loop keyword: {", ".join(loops)}')
+        problems.append(R.Refusal(R.UNSUPPORTED_KEYWORD, f'more than one loop keyword: {", ".join(loops)}', label))
     if 'register' in ds and not (isinstance(ds['register'], str) and _VAR_NAME_RE.fullmatch(ds['register'])):
-        problems.append(f'{label}: register must be a variable name, got {ds["register"]!r}')
+        problems.append(R.Refusal(
+            R.UNSUPPORTED_KEYWORD, f'register must be a variable name, got {ds["register"]!r}', label))
     _validate_conditionals(ds, ('when', 'failed_when', 'changed_when'), trusted, problems, label)
 
-    module, args, problem = split_task(ds)
+    module, args, problem = _split_task(ds)
     if problem:
-        problems.append(f'{label}: {problem}')
+        problems.append(dataclasses.replace(problem, task=label))
         return
     ref = resolve_module(module)
     if ref is None:  # ``action: NAME ...``: split_task leaves its name to ModuleArgsParser
-        problems.append(f'{label}: {_unknown_module(module)}')
+        problems.append(dataclasses.replace(_unknown_module(module), task=label))
         return
     if ref.fqcn in DENIED_MODULES or (not trusted and ref.fqcn in UNTRUSTED_DENIED_MODULES):
-        problems.append(f'{label}: module {ref.fqcn} is not allowed in remediation tasks')
+        problems.append(R.Refusal(
+            R.DENIED_MODULE, f'module {ref.fqcn} is not allowed in remediation tasks', label, subject=(ref.fqcn,)))
         return
     if not trusted:
         allowed = policy.allowed_modules()
         if ref.fqcn not in allowed:
-            problems.append(f'{label}: module {ref.fqcn} is not in the allowlist for model-written tasks'
-                            f' (allowed: {", ".join(sorted(allowed))})')
+            problems.append(R.Refusal(
+                R.NOT_ALLOWLISTED, f'module {ref.fqcn} is not in the allowlist for model-written tasks'
+                f' (allowed: {", ".join(sorted(allowed))})', label, subject=(ref.fqcn,)))
             return
     _validate_args(ref, args, trusted, problems, label)
     if not trusted:
-        problems.extend(f'{label}: {reason}' for reason in expression_problems(ref.fqcn, args))
-        problems.extend(f'{label}: {reason}' for reason in task_hazards(ref.fqcn, args, policy))
+        problems.extend(R.Refusal(R.UNSAFE_EXPRESSION, reason, label) for reason in expression_problems(ref.fqcn, args))
+        problems.extend(R.Refusal(h.code, h.text, label) for h in hazards(ref.fqcn, args, policy))
 
 
-def _validate_conditionals(ds: dict, keys: t.Iterable[str], trusted: bool, problems: list[str], label: str) -> None:
+def _validate_conditionals(ds: dict, keys: t.Iterable[str], trusted: bool, problems: list[Refusal], label: str) -> None:
     for key in keys:
         if key not in ds:
             continue
@@ -496,44 +480,52 @@ def _validate_conditionals(ds: dict, keys: t.Iterable[str], trusted: bool, probl
         items = value if isinstance(value, list) else [value]
         for item in items:
             if not isinstance(item, (str, bool)):
-                problems.append(f'{label}: {key} entries must be strings or booleans, got {item!r}')
+                problems.append(R.Refusal(
+                    R.BAD_TASK, f'{key} entries must be strings or booleans, got {item!r}', label))
             elif not trusted:
                 reason = check_safe_expression(item)
                 if reason:
-                    problems.append(f'{label}: {key}: {reason}')
+                    problems.append(R.Refusal(R.UNSAFE_EXPRESSION, f'{key}: {reason}', label))
 
 
-def _validate_args(ref: ModuleRef, args: dict, trusted: bool, problems: list[str], label: str) -> None:
+def _validate_args(ref: ModuleRef, args: dict, trusted: bool, problems: list[Refusal], label: str) -> None:
     internal = [k for k in args if str(k).startswith('_') and k not in _PARSER_INTERNAL_ARGS]
     if internal:
-        problems.append(f'{label}: internal argument(s) not allowed for {ref.fqcn}: {", ".join(map(str, internal))}'
-                        ' (check mode is the task keyword check_mode)')
+        problems.append(R.Refusal(
+            R.BAD_ARGUMENTS, f'internal argument(s) not allowed for {ref.fqcn}: {", ".join(map(str, internal))}'
+            ' (check mode is the task keyword check_mode)', label))
         return
     if '_variable_params' in args:
         if not trusted:
-            problems.append(f'{label}: arguments of {ref.fqcn} must be written out, not taken from a variable')
+            problems.append(R.Refusal(
+                R.BAD_ARGUMENTS, f'arguments of {ref.fqcn} must be written out, not taken from a variable', label))
         return  # trusted: arguments come from a variable at run time; the module checks them
     if ref.fqcn in _FREE_ARG_ACTIONS:
         bad = [k for k in args if not _VAR_NAME_RE.fullmatch(str(k)) and k != 'cacheable']
         if bad:
-            problems.append(f'{label}: set_fact names must be variable names: {", ".join(map(str, bad))}')
+            problems.append(R.Refusal(
+                R.BAD_ARGUMENTS, f'set_fact names must be variable names: {", ".join(map(str, bad))}', label))
         if not trusted:
             _refuse_reserved_vars([str(k) for k in args], problems, label)
         return
     if not trusted and ref.fqcn in _UNTRUSTED_SRC_MODULES and 'src' in args and not args.get('remote_src'):
-        problems.append(f'{label}: {ref.fqcn} with src reads a controller file; not allowed in untrusted tasks'
-                        ' (use content, or remote_src: true)')
+        problems.append(R.Refusal(
+            R.CONTROLLER_FILE, f'{ref.fqcn} with src reads a controller file; not allowed in untrusted tasks'
+            ' (use content, or remote_src: true)', label))
     options = module_options(ref.fqcn)
     if options is None:
         return
     unknown = sorted(str(k) for k in args if k not in options and k not in _PARSER_INTERNAL_ARGS)
     if unknown:
-        problems.append(f'{label}: Unsupported parameters for ({ref.fqcn}) module: {", ".join(unknown)}.'
-                        f' Supported parameters include: {", ".join(sorted(options))}')
+        problems.append(R.Refusal(
+            R.UNSUPPORTED_PARAMETERS, f'Unsupported parameters for ({ref.fqcn}) module: {", ".join(unknown)}.'
+            f' Supported parameters include: {", ".join(sorted(options))}', label,
+            subject=(ref.fqcn, ', '.join(unknown))))
     for k, v in args.items():
         choices = options.get(k)
         if choices and isinstance(v, str) and not contains_jinja(v) and v not in choices:
-            problems.append(f'{label}: value of {k} must be one of: {", ".join(choices)}, got: {v}')
+            problems.append(R.Refusal(
+                R.BAD_ARGUMENTS, f'value of {k} must be one of: {", ".join(choices)}, got: {v}', label))
 
 
 # ============================================================================ expression arguments

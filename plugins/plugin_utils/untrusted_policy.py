@@ -38,22 +38,23 @@ import typing as t
 
 from ansible.module_utils.parsing.convert_bool import boolean
 
+from ansible_collections.scapforge.remediation.plugins.plugin_utils._policy import effects
+from ansible_collections.scapforge.remediation.plugins.plugin_utils._policy.refusals import (
+    BANNED_PATTERN, TOUCHES_ACCESS, UNREADABLE_COMMAND, WRITES_OUTSIDE, Hazard,
+)
+from ansible_collections.scapforge.remediation.plugins.plugin_utils._policy.routing import resolve_module
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.shell_split import (
     MARK, SHELLS, ShellCommand, ShellParseError, expand_command, find_parts, split_shell,
 )
 
-if t.TYPE_CHECKING:
-    from ansible_collections.scapforge.remediation.plugins.plugin_utils.task_gate import ModuleRef
+__all__ = ['DEFAULT_UNTRUSTED_MODULES', 'GatePolicy', 'hazards', 'task_hazards']
 
-__all__ = ['DEFAULT_UNTRUSTED_MODULES', 'GatePolicy', 'task_hazards']
-
-
-def _resolve_module(name: str) -> ModuleRef | None:
-    """:func:`.task_gate.resolve_module` (Ansible's plugin routing), looked up at call time:
-    task_gate imports this module, so importing task_gate here at load time would be a cycle."""
-    from ansible_collections.scapforge.remediation.plugins.plugin_utils import task_gate
-
-    return task_gate.resolve_module(name)
+_within = effects.within
+# One maker per code (refusals.CODES): every banned pattern says which kind it is.
+_access = functools.partial(Hazard, TOUCHES_ACCESS)
+_banned = functools.partial(Hazard, BANNED_PATTERN)
+_outside = functools.partial(Hazard, WRITES_OUTSIDE)
+_unreadable = functools.partial(Hazard, UNREADABLE_COMMAND)
 
 
 # Modules a model-written task may use (DESIGN "Gate": modules allowlist): what a STIG / ANSSI
@@ -84,7 +85,7 @@ def _canonical_modules(names: frozenset) -> frozenset:
     """Names resolved to their canonical FQCNs (names that do not resolve are kept as written)."""
     out = set()
     for name in names:
-        ref = _resolve_module(str(name))
+        ref = resolve_module(str(name))
         out.add(ref.fqcn if ref else str(name))
     return frozenset(out)
 
@@ -159,22 +160,6 @@ _NETWORK_DOWN = 'would take the network, and the SSH connection, down'
 _SSH_ACCESS = 'the SSH access (authorized_keys) the controller logs in with'
 _SUDOERS_ONLY_VALIDATED = ('sudoers may only be changed with lineinfile, blockinfile or replace and validate:'
                            ' visudo -cf %s')
-# Path arguments through which these modules write (aliases included).
-_WRITE_PATH_ARGS = {
-    'ansible.builtin.lineinfile': ('path', 'dest', 'destfile', 'name'),
-    'ansible.builtin.blockinfile': ('path', 'dest', 'destfile', 'name'),
-    'ansible.builtin.replace': ('path', 'dest', 'destfile', 'name'),
-    'ansible.builtin.copy': ('dest',),
-    'ansible.builtin.file': ('path', 'dest', 'name'),
-    'ansible.builtin.template': ('dest',),
-    'ansible.builtin.unarchive': ('dest',),
-    'ansible.builtin.get_url': ('dest',),
-    'community.general.ini_file': ('path', 'dest'),
-    'community.general.kernel_blacklist': ('blacklist_file',),
-    'community.general.pamd': ('path',),
-    'ansible.posix.authorized_key': ('path',),
-    'community.general.sudoers': ('sudoers_path',),
-}
 _SUDOERS_EDITORS = frozenset({'ansible.builtin.lineinfile', 'ansible.builtin.blockinfile',
                               'ansible.builtin.replace', 'ansible.builtin.copy'})
 _SERVICE_MODULES = frozenset({'ansible.builtin.service', 'ansible.builtin.systemd',
@@ -202,11 +187,17 @@ def task_hazards(fqcn: str, args: dict, policy: GatePolicy | None = None) -> lis
     writing under /boot, /proc or /sys (``sysctl -w``, ``sysctl_set``); unmounting; shell and
     command lines that cannot be split.  Pure; never raises for odd argument values.
     """
+    return [h.text for h in hazards(fqcn, args, policy)]
+
+
+def hazards(fqcn: str, args: dict, policy: GatePolicy | None = None) -> list[Hazard]:
+    """:func:`task_hazards`, each reason with its code (``writes_outside``, ``touches_access``,
+    ``banned_pattern``, ``unreadable_command``: :mod:`._policy.refusals`)."""
     policy = policy or GatePolicy()
     args = args if isinstance(args, dict) else {}
-    out: list[str] = []
+    out: list[Hazard] = []
     if fqcn in _SHUTDOWN_MODULES:
-        out.append(f'{fqcn} would reboot or power off the host')
+        out.append(_banned(f'{fqcn} would reboot or power off the host'))
     if fqcn in ('ansible.builtin.command', 'ansible.builtin.shell'):
         out += _command_module_reasons(fqcn, args, policy)
     if fqcn in _SERVICE_MODULES:
@@ -219,26 +210,35 @@ def task_hazards(fqcn: str, args: dict, policy: GatePolicy | None = None) -> lis
         name = args.get('name')
         if str(args.get('state')) == 'absent' and isinstance(name, str) \
                 and (name in _SUDO_GROUPS or name == policy.remote_user):
-            out.append(f'removes the group {name}, through which sudo or the connecting user depends on it')
+            out.append(_access(f'removes the group {name}, through which sudo or the connecting user depends on it'))
     if fqcn == 'ansible.posix.authorized_key':
         user = args.get('user')
         if policy.remote_user is None or user == policy.remote_user:
-            out.append(f'changes the authorized_keys of {user or "a user"}: the SSH access the controller logs in with')
+            out.append(_access(
+                f'changes the authorized_keys of {user or "a user"}: the SSH access the controller logs in with'))
     if fqcn == 'community.general.sudoers':
         out += _sudoers_module_reasons(args, policy)
     if fqcn == 'ansible.posix.sysctl' and _as_bool(args.get('sysctl_set')):
-        out.append('sysctl_set: true writes the value under /proc/sys at once with sysctl -w; persist it with'
-                   ' sysctl_set: false and let reload apply the file (as the host does at every boot)')
+        out.append(_outside('sysctl_set: true writes the value under /proc/sys at once with sysctl -w; persist it with'
+                   ' sysctl_set: false and let reload apply the file (as the host does at every boot)'))
     if fqcn == 'ansible.posix.mount' and str(args.get('state')) in ('unmounted', 'absent'):
-        out.append(f'unmounts {args.get("path") or args.get("name")}: remediation changes mount options, it does'
-                   ' not unmount (a home directory or /usr could vanish under running services)')
+        out.append(_banned(
+            f'unmounts {args.get("path") or args.get("name")}: remediation changes mount options, it does'
+            ' not unmount (a home directory or /usr could vanish under running services)'))
     if fqcn == 'ansible.builtin.cron' and str(args.get('state', 'present')) != 'absent' \
             and isinstance(args.get('job'), str):
-        out += [f'cron job: {r}' for r in _shell_text_reasons(args['job'], policy)]
+        out += [r.prefixed('cron job: ') for r in _shell_text_reasons(args['job'], policy)]
     if isinstance(args.get('validate'), str):
-        out += [f'validate: {r}' for r in _argv_text_reasons(args['validate'].replace('%s', '/tmp/validate'), policy)]
+        out += [r.prefixed('validate: ')
+                for r in _argv_text_reasons(args['validate'].replace('%s', '/tmp/validate'), policy)]
     out += _write_path_reasons(fqcn, args, policy)
-    return list(dict.fromkeys(out))
+    return _unique(out)
+
+
+def _unique(found: list[Hazard]) -> list[Hazard]:
+    """The hazards in order, each reason text once."""
+    seen: set = set()
+    return [h for h in found if not (h.text in seen or seen.add(h.text))]
 
 
 # ---------------------------------------------------------------------------- helpers
@@ -270,10 +270,6 @@ def _norm(path: t.Any) -> str | None:
         return None
     norm = posixpath.normpath(path)
     return '/' + norm.lstrip('/')
-
-
-def _within(path: str, root: str) -> bool:
-    return path == root or path.startswith(root.rstrip('/') + '/')
 
 
 def _depth(path: str) -> int:
@@ -329,7 +325,7 @@ def _is_shutdown_unit(name: t.Any) -> bool:
     return isinstance(name, str) and (name in _SHUTDOWN_UNITS or f'{name}.target' in _SHUTDOWN_UNITS)
 
 
-def _removal_reasons(path: str, policy: GatePolicy) -> list[str]:
+def _removal_reasons(path: str, policy: GatePolicy) -> list[Hazard]:
     """Why removing ``path`` (absolute, normalised; may hold a glob) is banned; [] when it is not."""
     parts = [p for p in path.split('/') if p not in ('', '.')]
     if any(c in path for c in _GLOB_CHARS):
@@ -342,15 +338,15 @@ def _removal_reasons(path: str, policy: GatePolicy) -> list[str]:
     else:
         base = path
     if _depth(base) < 2:  # a glob in /etc/* removes from /etc itself
-        return [f'removes {path}, fewer than two levels below /']
+        return [_banned(f'removes {path}, fewer than two levels below /')]
     protected = list(_PROTECTED_FROM_REMOVAL)
     if policy.home():
         protected.append(policy.home())
     for prot in protected:
         if prot == base or prot.startswith(base.rstrip('/') + '/'):
-            return [f'removes {path}, which takes {prot} with it']
+            return [_banned(f'removes {path}, which takes {prot} with it')]
     if _within(base, '/etc/pam.d'):
-        return [f'removes {path}: PAM reads it at every login and sudo']
+        return [_banned(f'removes {path}: PAM reads it at every login and sudo')]
     return []
 
 
@@ -374,56 +370,57 @@ def _explicit_path_problem(op: str) -> str | None:
 
 # ---------------------------------------------------------------------------- module checks
 
-def _service_module_reasons(args: dict) -> list[str]:
+def _service_module_reasons(args: dict) -> list[Hazard]:
     out = []
     name = args.get('name', args.get('service', args.get('unit')))
     state = str(args.get('state') or '')
     enabled, masked = _as_bool(args.get('enabled')), _as_bool(args.get('masked'))
     if _is_ssh_unit(name):
         if state == 'stopped':
-            out.append(f'stops {name}: {_NO_SSH_LOGIN}')
+            out.append(_access(f'stops {name}: {_NO_SSH_LOGIN}'))
         if state == 'restarted':
-            out.append(f'restarts {name}: with a broken configuration sshd then stays stopped; use state: reloaded'
-                       ' (ssh.service checks the file with sshd -t before it reloads)')
+            out.append(_access(
+                f'restarts {name}: with a broken configuration sshd then stays stopped; use state: reloaded'
+                ' (ssh.service checks the file with sshd -t before it reloads)'))
         if enabled is False:
-            out.append(f'disables {name}: after the next boot nobody can log in over SSH')
+            out.append(_access(f'disables {name}: after the next boot nobody can log in over SSH'))
         if masked is True:
-            out.append(f'masks {name}: sshd could not be started again')
+            out.append(_access(f'masks {name}: sshd could not be started again'))
     if _is_network_unit(name) and (state == 'stopped' or enabled is False or masked is True):
-        out.append(f'stops or disables {name}: it {_NETWORK_DOWN}')
+        out.append(_access(f'stops or disables {name}: it {_NETWORK_DOWN}'))
     if _is_shutdown_unit(name) and state in ('started', 'restarted', 'reloaded'):
-        out.append(f'starts {name}: it would reboot, power off or isolate the host')
+        out.append(_banned(f'starts {name}: it would reboot, power off or isolate the host'))
     return out + _use_reasons(args.get('use'), _SERVICE_BACKENDS, 'systemd or sysvinit')
 
 
-def _package_module_reasons(args: dict) -> list[str]:
+def _package_module_reasons(args: dict) -> list[Hazard]:
     out = []
     names = _as_list(args.get('name', args.get('pkg', args.get('package'))))
     state = str(args.get('state') or '')
     if state in ('absent', 'removed'):
         hit = sorted({n for n in names if _package_base(n) in _ACCESS_PACKAGES})
         if hit:
-            out.append(f'removes {", ".join(hit)}: the host would lose SSH, sudo or the Python every Ansible'
-                       ' module needs')
+            out.append(_access(f'removes {", ".join(hit)}: the host would lose SSH, sudo or the Python every Ansible'
+                       ' module needs'))
     for n in names:
         if '://' in n or n.startswith(('/', '~', '.')) or n.endswith(('.deb', '.rpm')):
-            out.append(f'installs {n} from outside the configured package repositories')
+            out.append(_banned(f'installs {n} from outside the configured package repositories'))
     if args.get('deb'):
-        out.append(f'deb: installs {args["deb"]} from outside the configured package repositories')
+        out.append(_banned(f'deb: installs {args["deb"]} from outside the configured package repositories'))
     for key in ('allow_unauthenticated', 'disable_gpg_check'):
         if _as_bool(args.get(key)):
-            out.append(f'{key}: installs packages whose signatures are not checked')
+            out.append(_banned(f'{key}: installs packages whose signatures are not checked'))
     return out + _use_reasons(args.get('use'), _PACKAGE_BACKENDS, 'apt or dnf')
 
 
-def _use_reasons(use: t.Any, backends: frozenset, shown: str) -> list[str]:
+def _use_reasons(use: t.Any, backends: frozenset, shown: str) -> list[Hazard]:
     """Why ``use`` (package and service run that module with the same arguments) is refused; [] for
     ``auto`` or a module that resolves to one of backends (canonical FQCNs); shown names them."""
     if use is None or str(use).lower() == 'auto':
         return []
-    ref = _resolve_module(str(use))
+    ref = resolve_module(str(use))
     if ref is None or ref.fqcn not in backends:
-        return [f'use: {use} would run another module with these arguments; only auto, {shown}']
+        return [_banned(f'use: {use} would run another module with these arguments; only auto, {shown}')]
     return []
 
 
@@ -431,7 +428,7 @@ def _package_base(name: str) -> str:
     return re.split(r'[=<>:\s]', name.strip(), maxsplit=1)[0]
 
 
-def _user_module_reasons(args: dict, policy: GatePolicy) -> list[str]:
+def _user_module_reasons(args: dict, policy: GatePolicy) -> list[Hazard]:
     user = policy.remote_user
     name = args.get('name', args.get('user'))
     if not user or name != user:
@@ -439,9 +436,9 @@ def _user_module_reasons(args: dict, policy: GatePolicy) -> list[str]:
     out = []
     who = f'the connecting user {user}'
     if str(args.get('state')) == 'absent':
-        out.append(f'removes {who}')
+        out.append(_access(f'removes {who}'))
     if _as_bool(args.get('password_lock')):
-        out.append(f'locks the password of {who}')
+        out.append(_access(f'locks the password of {who}'))
     expires = args.get('expires')
     if expires is not None:
         try:
@@ -449,49 +446,48 @@ def _user_module_reasons(args: dict, policy: GatePolicy) -> list[str]:
         except (TypeError, ValueError):
             never = False
         if not never:
-            out.append(f'sets an account expiry date on {who}')
+            out.append(_access(f'sets an account expiry date on {who}'))
     shell = args.get('shell')
     if isinstance(shell, str) and shell in _NOLOGIN_SHELLS:
-        out.append(f'gives {who} the shell {shell}: its logins, Ansible\'s among them, would be refused')
+        out.append(_access(f'gives {who} the shell {shell}: its logins, Ansible\'s among them, would be refused'))
     password = args.get('password')
     if isinstance(password, str) and password.startswith(('!', '*')):
-        out.append(f'locks the password of {who} (a password field starting with {password[0]})')
+        out.append(_access(f'locks the password of {who} (a password field starting with {password[0]})'))
     if args.get('groups') is not None and not _as_bool(args.get('append')):
-        out.append(f'replaces the groups of {who} (its sudo/wheel membership may go); use append: true')
+        out.append(_access(f'replaces the groups of {who} (its sudo/wheel membership may go); use append: true'))
     return out
 
 
-def _sudoers_module_reasons(args: dict, policy: GatePolicy) -> list[str]:
+def _sudoers_module_reasons(args: dict, policy: GatePolicy) -> list[Hazard]:
     out = []
     user = args.get('user')
     if policy.remote_user is None or user == policy.remote_user:
-        out.append(f'changes the sudo rule of {user or "a user"} (the connecting user\'s privilege escalation'
-                   ' may depend on it)')
+        out.append(_access(f'changes the sudo rule of {user or "a user"} (the connecting user\'s privilege escalation'
+                   ' may depend on it)'))
     if str(args.get('state')) == 'absent':
-        out.append(f'removes the sudoers rule {args.get("name")}: it may be the one the connecting user escalates with')
+        out.append(_access(
+            f'removes the sudoers rule {args.get("name")}: it may be the one the connecting user escalates with'))
     if _as_bool(args.get('noexec')):
-        out.append('sets NOEXEC: commands run through sudo, Ansible\'s modules among them, could not start others')
+        out.append(_access(
+            'sets NOEXEC: commands run through sudo, Ansible\'s modules among them, could not start others'))
     return out
 
 
-def _write_path_reasons(fqcn: str, args: dict, policy: GatePolicy) -> list[str]:
+def _write_path_reasons(fqcn: str, args: dict, policy: GatePolicy) -> list[Hazard]:
     out = []
     state = args.get('state')
-    for key in _WRITE_PATH_ARGS.get(fqcn, ()):
-        path = args.get(key)
-        if not isinstance(path, str):
-            continue
+    for path in effects.module_write_paths(fqcn, args):
         root = _special_tree(path)
         metadata_only = fqcn == 'ansible.builtin.file' and state in (None, 'file')
         if root and not (root == '/boot' and metadata_only):
-            out.append(f'writes {path}, under {root}')
+            out.append(_outside(f'writes {path}, under {root}'))
         if _is_ssh_access_path(path, policy):
-            out.append(f'changes {path}: {_SSH_ACCESS}')
+            out.append(_access(f'changes {path}: {_SSH_ACCESS}'))
         if _is_sudoers_path(path):
             out += _sudoers_edit_reasons(fqcn, args, _norm(path), policy)
         if fqcn == 'ansible.builtin.file' and state == 'absent' and not _is_sudoers_path(path):
             norm = _norm(path)
-            out += _removal_reasons(norm, policy) if norm else [f'removes the relative path {path}']
+            out += _removal_reasons(norm, policy) if norm else [_banned(f'removes the relative path {path}')]
     return out
 
 
@@ -500,7 +496,7 @@ _BACKREF_RE = re.compile(r'^(\\\d|\\g<\w+>)')
 _SUDO_BREAKING_RE = re.compile(r'(?<![!\w])(requiretty|noexec)\b', re.I)
 
 
-def _sudoers_edit_reasons(fqcn: str, args: dict, path: str, policy: GatePolicy) -> list[str]:
+def _sudoers_edit_reasons(fqcn: str, args: dict, path: str, policy: GatePolicy) -> list[Hazard]:
     """Model-written tasks may add or change sudo ``Defaults`` lines, validated by visudo, and nothing else.
 
     Source: cases sudo-nopasswd-lockout and sudo-noexec-breaks-become (../shared/cases/cases.yml):
@@ -511,41 +507,46 @@ def _sudoers_edit_reasons(fqcn: str, args: dict, path: str, policy: GatePolicy) 
     if fqcn == 'ansible.builtin.file':
         state = args.get('state')
         if state == 'absent':
-            out.append(f'removes {path}: it may hold the connecting user\'s sudo rule')
+            out.append(_access(f'removes {path}: it may hold the connecting user\'s sudo rule'))
         if state in ('link', 'hard'):
-            out.append(f'replaces {path} with a link')
+            out.append(_access(f'replaces {path} with a link'))
         if _mode_writable_by_others(args.get('mode')):
-            out.append(f'makes {path} writable by group or others: sudo then refuses to run at all')
+            out.append(_access(f'makes {path} writable by group or others: sudo then refuses to run at all'))
         owner = args.get('owner')
         if owner is not None and str(owner) not in ('root', '0'):
-            out.append(f'gives {path} to {owner}: sudo then refuses to run at all')
+            out.append(_access(f'gives {path} to {owner}: sudo then refuses to run at all'))
         return out
     if fqcn not in _SUDOERS_EDITORS:
-        return [f'{fqcn} changes {path}: sudoers may only be changed with lineinfile, blockinfile, replace or copy']
+        return [_access(
+            f'{fqcn} changes {path}: sudoers may only be changed with lineinfile, blockinfile, replace or copy')]
     validate = args.get('validate')
     if not (isinstance(validate, str) and 'visudo' in validate and '%s' in validate):
-        out.append(f'changes {path} without validate: visudo -cf %s (a syntax error there stops sudo for everyone,'
-                   ' the controller included)')
+        out.append(_access(
+            f'changes {path} without validate: visudo -cf %s (a syntax error there stops sudo for everyone,'
+            ' the controller included)'))
     if fqcn == 'ansible.builtin.copy':
         if path == '/etc/sudoers':
-            out.append('replaces the whole of /etc/sudoers, with the rules and includes the connecting user\'s sudo'
-                       ' comes from; change Defaults lines with lineinfile')
+            out.append(_access(
+                'replaces the whole of /etc/sudoers, with the rules and includes the connecting user\'s sudo'
+                ' comes from; change Defaults lines with lineinfile'))
         elif _as_bool(args.get('force')) is not False:
-            out.append(f'may overwrite {path}, which can hold the connecting user\'s sudo rule; use force: false'
-                       ' (create only) or lineinfile')
+            out.append(_access(
+                f'may overwrite {path}, which can hold the connecting user\'s sudo rule; use force: false'
+                ' (create only) or lineinfile'))
     if _mentions_user(path.rsplit('/', 1)[-1], user):
-        out.append(f'changes {path}, the file named after the connecting user {user}')
+        out.append(_access(f'changes {path}, the file named after the connecting user {user}'))
     matchers = {k: args.get(k) for k in ('regexp', 'regex', 'search_string') if isinstance(args.get(k), str)}
     absent = str(args.get('state')) == 'absent'
     if fqcn == 'ansible.builtin.lineinfile' and absent and isinstance(args.get('line', args.get('value')), str):
         matchers['line'] = args.get('line', args.get('value'))
     for key, text in matchers.items():
         if _mentions_user(text, user) or 'nopasswd' in text.lower() or re.search(r'%(sudo|wheel|admin)\b', text):
-            out.append(f'{key} {text!r} in {path} matches the connecting user\'s sudo rule (its name, NOPASSWD or'
-                       ' its sudo group)')
+            out.append(_access(
+                f'{key} {text!r} in {path} matches the connecting user\'s sudo rule (its name, NOPASSWD or'
+                ' its sudo group)'))
         elif 'Defaults' not in text:
-            out.append(f'{key} {text!r} in {path} may match user rules; model-written tasks may only match'
-                       ' Defaults lines')
+            out.append(_access(f'{key} {text!r} in {path} may match user rules; model-written tasks may only match'
+                       ' Defaults lines'))
     written = []
     if not absent:
         for key in ('line', 'value', 'content', 'block', 'replace'):
@@ -557,12 +558,14 @@ def _sudoers_edit_reasons(fqcn: str, args: dict, path: str, policy: GatePolicy) 
             if not line or (line.startswith('#') and not line.startswith('#include')) or _BACKREF_RE.match(line):
                 continue
             if not _DEFAULTS_LINE_RE.match(line):
-                out.append(f'writes {line!r} to {path}: model-written tasks may only add or change sudo Defaults lines')
+                out.append(_access(
+                    f'writes {line!r} to {path}: model-written tasks may only add or change sudo Defaults lines'))
             elif _mentions_user(line, user) or 'nopasswd' in line.lower():
-                out.append(f'writes {line!r} to {path}: it changes the connecting user\'s own sudo settings')
+                out.append(_access(f'writes {line!r} to {path}: it changes the connecting user\'s own sudo settings'))
             elif _SUDO_BREAKING_RE.search(line):
-                out.append(f'writes {line!r} to {path}: requiretty and noexec break privilege escalation through'
-                           ' sudo (case sudo-noexec-breaks-become)')
+                out.append(_access(
+                    f'writes {line!r} to {path}: requiretty and noexec break privilege escalation through'
+                    ' sudo (case sudo-noexec-breaks-become)'))
     return out
 
 
@@ -583,25 +586,25 @@ def _mode_writable_by_others(mode: t.Any) -> bool:
 
 # ---------------------------------------------------------------------------- command lines
 
-def _shell_text_reasons(text: str, policy: GatePolicy, stdin: str | None = None) -> list[str]:
+def _shell_text_reasons(text: str, policy: GatePolicy, stdin: str | None = None) -> list[Hazard]:
     """Banned-pattern reasons for a shell line (shell module, cron job)."""
     try:
         cmds = [c for top in split_shell(text) for c in expand_command(top, stdin)]
     except ShellParseError as ex:
-        return [f'cannot check this shell command ({ex}): {_short(text)}']
+        return [_unreadable(f'cannot check this shell command ({ex}): {_short(text)}')]
     return _commands_reasons(cmds, policy)
 
 
-def _argv_text_reasons(text: str, policy: GatePolicy, stdin: str | None = None) -> list[str]:
+def _argv_text_reasons(text: str, policy: GatePolicy, stdin: str | None = None) -> list[Hazard]:
     """Banned-pattern reasons for a command line run without a shell (command module, validate)."""
     try:
         cmds = expand_command(ShellCommand(shlex.split(text)), stdin)
     except ValueError as ex:  # shlex's own, or ShellParseError
-        return [f'cannot check this command ({ex}): {_short(text)}']
+        return [_unreadable(f'cannot check this command ({ex}): {_short(text)}')]
     return _commands_reasons(cmds, policy)
 
 
-def _command_module_reasons(fqcn: str, args: dict, policy: GatePolicy) -> list[str]:
+def _command_module_reasons(fqcn: str, args: dict, policy: GatePolicy) -> list[Hazard]:
     raw = args.get('_raw_params')
     if raw in (None, ''):
         raw = args.get('cmd')
@@ -610,21 +613,21 @@ def _command_module_reasons(fqcn: str, args: dict, policy: GatePolicy) -> list[s
         exe = args.get('executable')
         if exe is not None and not (isinstance(exe, str) and posixpath.dirname(exe) in _SHELL_DIRS
                                     and posixpath.basename(exe) in SHELLS):
-            return [f'executable {exe!r} is not a known shell (use /bin/sh or /bin/bash)']
+            return [_unreadable(f'executable {exe!r} is not a known shell (use /bin/sh or /bin/bash)')]
         if not isinstance(raw, str):
-            return ['cannot check this shell command: no command line given']
+            return [_unreadable('cannot check this shell command: no command line given')]
         return _shell_text_reasons(raw, policy, stdin)
     argv = args.get('argv')
     if argv is not None:
         if not isinstance(argv, list) or not argv or not all(isinstance(a, (str, int, float)) for a in argv):
-            return ['argv must be a non-empty list of strings']
+            return [_unreadable('argv must be a non-empty list of strings')]
         try:
             cmds = expand_command(ShellCommand([str(a) for a in argv]), stdin)
         except ShellParseError as ex:
-            return [f'cannot check this command ({ex})']
+            return [_unreadable(f'cannot check this command ({ex})')]
         return _commands_reasons(cmds, policy)
     if not isinstance(raw, str):
-        return ['cannot check this command: no command line given']
+        return [_unreadable('cannot check this command: no command line given')]
     return _argv_text_reasons(raw, policy, stdin)
 
 
@@ -633,148 +636,63 @@ def _short(text: t.Any, limit: int = 100) -> str:
     return text if len(text) <= limit else text[:limit - 3] + '...'
 
 
-def _commands_reasons(cmds: list, policy: GatePolicy) -> list[str]:
-    out: list[str] = []
+def _commands_reasons(cmds: list, policy: GatePolicy) -> list[Hazard]:
+    out: list[Hazard] = []
     for cmd in cmds:
         out += _command_reasons(cmd, policy)
-    return list(dict.fromkeys(out))
+    return _unique(out)
 
 
-# Commands that only read: arguments naming sudoers or authorized_keys are fine for them.
-_READ_ONLY_COMMANDS = frozenset({
-    'cat', 'grep', 'egrep', 'fgrep', 'zgrep', 'head', 'tail', 'less', 'more', 'wc', 'stat', 'ls', 'file',
-    'sha256sum', 'sha1sum', 'sha512sum', 'md5sum', 'cksum', 'test', '[', '[[', 'diff', 'cmp', 'readlink',
-    'realpath', 'basename', 'dirname', 'echo', 'printf', 'lsattr', 'getfacl', 'id', 'getent', 'true',
-    'false', 'find', 'pgrep', 'sshd', 'dpkg-query',
-})
-
-
-def _command_reasons(cmd: ShellCommand, policy: GatePolicy) -> list[str]:
-    out: list[str] = []
+def _command_reasons(cmd: ShellCommand, policy: GatePolicy) -> list[Hazard]:
+    out: list[Hazard] = []
     shown = _short(shlex.join(cmd.argv) if cmd.argv else '', 80)
     for target in cmd.writes:
         root = _special_tree(target)
         if root:
-            out.append(f'`{shown}` writes {target}, under {root}')
+            out.append(_outside(f'`{shown}` writes {target}, under {root}'))
         if _is_sudoers_path(target):
-            out.append(f'`{shown}` writes {target} through a redirection: {_SUDOERS_ONLY_VALIDATED}')
+            out.append(_access(f'`{shown}` writes {target} through a redirection: {_SUDOERS_ONLY_VALIDATED}'))
         if _is_ssh_access_path(target, policy):
-            out.append(f'`{shown}` writes {target}: {_SSH_ACCESS}')
+            out.append(_access(f'`{shown}` writes {target}: {_SSH_ACCESS}'))
     argv = cmd.argv
     if not argv:
         return out
     if any(m in argv[0] for m in ('$', '`', MARK)):
-        return out + [f'cannot check this shell command: the command name in `{shown}` comes from a variable'
-                      ' or a substitution']
+        return out + [_unreadable(
+            f'cannot check this shell command: the command name in `{shown}` comes from a variable'
+            ' or a substitution')]
     name, args = posixpath.basename(argv[0]), argv[1:]
     if argv[0].startswith(('/etc/init.d/', '/etc/rc.d/init.d/')):
         out += _init_script_reasons(name, args[0] if args else '', shown)
     check = _COMMAND_CHECKS.get(name)
     if check is not None:
         out += check(name, args, policy, shown)
-    paths, metadata_only = _command_targets(name, args)
-    for path in paths:
+    effect = effects.command_effect(argv)
+    for path in effect.writes:
         root = _special_tree(path)
-        if root and not (root == '/boot' and metadata_only):
-            out.append(f'`{shown}` writes {path}, under {root}')
-    if _mutates(name, args):
+        if root and not (root == '/boot' and effect.metadata_only):
+            out.append(_outside(f'`{shown}` writes {path}, under {root}'))
+    # arguments naming sudoers or authorized_keys are fine for a command that only reads, and for a
+    # wrapper (sudo, find -exec...): the command it runs is checked on its own
+    if effect.kind == effects.WRITES or effect.writes:
         for arg in args:
             for path in (arg, arg.split('=', 1)[1] if '=' in arg else None):
                 if path is None:
                     continue
                 if _is_sudoers_path(path):
-                    out.append(f'`{shown}` changes {path} from a command: {_SUDOERS_ONLY_VALIDATED}')
+                    out.append(_access(f'`{shown}` changes {path} from a command: {_SUDOERS_ONLY_VALIDATED}'))
                 elif _is_ssh_access_path(path, policy):
-                    out.append(f'`{shown}` touches {path}: {_SSH_ACCESS}')
+                    out.append(_access(f'`{shown}` touches {path}: {_SSH_ACCESS}'))
     return out
 
 
-def _mutates(name: str, args: list) -> bool:
-    if name in _READ_ONLY_COMMANDS:
-        return False
-    if name == 'sed':
-        return _sed_in_place(args)
-    if name == 'visudo':
-        return not any(a == '--check' or (a.startswith('-') and not a.startswith('--') and 'c' in a) for a in args)
-    return True
+def _reboot_reasons(name: str, args: list, policy: GatePolicy, shown: str) -> list[Hazard]:
+    return [_banned(f'`{shown}` would reboot or power off the host')]
 
 
-def _sed_in_place(args: list) -> bool:
-    for a in args:
-        if a.startswith('--in-place'):
-            return True
-        if a.startswith('-') and not a.startswith('--'):
-            for ch in a[1:]:
-                if ch == 'i':
-                    return True
-                if ch in 'efl':  # takes a value: the rest of the word or the next one
-                    break
-    return False
-
-
-def _operands(args: list, short_vals: str = '', long_vals: tuple = ()) -> list:
-    """Arguments that are not options or option values (``--`` ends the options)."""
-    out, i = [], 0
-    while i < len(args):
-        tok = args[i]
-        if tok == '--':
-            return out + args[i + 1:]
-        if tok.startswith('--'):
-            if '=' not in tok and tok in long_vals:
-                i += 1
-        elif tok.startswith('-') and len(tok) > 1:
-            for k, ch in enumerate(tok[1:], start=1):
-                if ch in short_vals:
-                    if k == len(tok) - 1:
-                        i += 1
-                    break
-        else:
-            out.append(tok)
-        i += 1
-    return out
-
-
-def _command_targets(name: str, args: list) -> tuple[list, bool]:
-    """Paths a file-writing command writes: (paths, True when it changes only owner/mode/attributes)."""
-    if name == 'tee':
-        return _operands(args), False
-    if name == 'dd':
-        return [a[3:] for a in args if a.startswith('of=')], False
-    if name in ('cp', 'install', 'ln'):
-        ops = _operands(args, 'tSgmo' if name == 'install' else 'tS', ('--target-directory', '--suffix'))
-        target = [a.split('=', 1)[1] for a in args if a.startswith('--target-directory=')]
-        for k, a in enumerate(args):
-            if a == '-t' and k + 1 < len(args):
-                target.append(args[k + 1])
-        if name == 'install' and any(a == '-d' or a == '--directory' for a in args):
-            return ops, False
-        return target or ops[-1:], False
-    if name in ('mv', 'touch', 'mkdir', 'rmdir', 'shred', 'unlink', 'rm'):
-        return _operands(args, 'tSmrd' if name in ('touch', 'mv') else 'm' if name == 'mkdir' else ''), False
-    if name == 'truncate':
-        return _operands(args, 'sr', ('--size', '--reference')), False
-    if name == 'sed' and _sed_in_place(args):
-        ops = _operands(args, 'efl', ('--expression', '--file', '--line-length'))
-        scripted = any(a in ('-e', '-f', '--expression', '--file') or a.startswith(('--expression=', '--file='))
-                       for a in args)
-        return ops if scripted else ops[1:], False
-    if name == 'perl' and any(a.startswith('-') and not a.startswith('--') and 'i' in a[1:] for a in args):
-        return _operands(args, 'eEIMm'), False
-    if name in ('chmod', 'chown', 'chgrp'):
-        ops = _operands(args)
-        return (ops if any(a.startswith('--reference') for a in args) else ops[1:]), True
-    if name in ('chattr', 'setfacl'):
-        return [a for a in _operands(args, 'vpmMxX') if a.startswith('/')], True
-    return [], False
-
-
-def _reboot_reasons(name: str, args: list, policy: GatePolicy, shown: str) -> list[str]:
-    return [f'`{shown}` would reboot or power off the host']
-
-
-def _init_reasons(name: str, args: list, policy: GatePolicy, shown: str) -> list[str]:
+def _init_reasons(name: str, args: list, policy: GatePolicy, shown: str) -> list[Hazard]:
     if name == 'telinit' or (args and args[0] in ('0', '6', '1', 's', 'S', 'single', 'emergency')):
-        return [f'`{shown}` changes the runlevel: it would reboot, halt or drop the host to single-user mode']
+        return [_banned(f'`{shown}` changes the runlevel: it would reboot, halt or drop the host to single-user mode')]
     return []
 
 
@@ -787,44 +705,44 @@ _SYSTEMCTL_LONG_VALUES = frozenset({
 })
 
 
-def _systemctl_reasons(name: str, args: list, policy: GatePolicy, shown: str) -> list[str]:
-    ops = _operands(args, _SYSTEMCTL_SHORT_VALUES, tuple(_SYSTEMCTL_LONG_VALUES))
+def _systemctl_reasons(name: str, args: list, policy: GatePolicy, shown: str) -> list[Hazard]:
+    ops = effects.operands(args, _SYSTEMCTL_SHORT_VALUES, tuple(_SYSTEMCTL_LONG_VALUES))
     if not ops:
         return []
     verb, units = ops[0], ops[1:]
     now = '--now' in args
     out = []
     if verb in _SHUTDOWN_VERBS:
-        out.append(f'`{shown}` would reboot, power off or suspend the host')
+        out.append(_banned(f'`{shown}` would reboot, power off or suspend the host'))
     if verb == 'isolate':
-        out.append(f'`{shown}` isolates a target: every service it lacks stops, sshd among them')
+        out.append(_banned(f'`{shown}` isolates a target: every service it lacks stops, sshd among them'))
     starting = verb in ('start', 'restart', 'try-restart', 'reload-or-restart', 'try-reload-or-restart') \
         or (verb == 'enable' and now)
     if starting and any(_is_shutdown_unit(u) for u in units):
-        out.append(f'`{shown}` would reboot or power off the host')
+        out.append(_banned(f'`{shown}` would reboot or power off the host'))
     for unit in units:
         if _is_ssh_unit(unit):
             if verb in ('stop', 'kill', 'freeze') or (verb in ('disable', 'mask') and now):
-                out.append(f'`{shown}` stops {unit}: {_NO_SSH_LOGIN}')
+                out.append(_access(f'`{shown}` stops {unit}: {_NO_SSH_LOGIN}'))
             elif verb in ('disable', 'mask'):
-                out.append(f'`{shown}` {verb}s {unit}: sshd would not start again after a reboot')
+                out.append(_access(f'`{shown}` {verb}s {unit}: sshd would not start again after a reboot'))
             elif verb in ('restart', 'try-restart', 'condrestart'):
-                out.append(f'`{shown}` restarts {unit}: with a broken configuration sshd then stays stopped;'
-                           ' use `systemctl reload ssh` (ssh.service checks the file with sshd -t first)')
+                out.append(_access(f'`{shown}` restarts {unit}: with a broken configuration sshd then stays stopped;'
+                           ' use `systemctl reload ssh` (ssh.service checks the file with sshd -t first)'))
         if _is_network_unit(unit) and verb in ('stop', 'kill', 'disable', 'mask'):
-            out.append(f'`{shown}` {_NETWORK_DOWN}')
+            out.append(_access(f'`{shown}` {_NETWORK_DOWN}'))
     return out
 
 
-def _service_reasons(name: str, args: list, policy: GatePolicy, shown: str) -> list[str]:
+def _service_reasons(name: str, args: list, policy: GatePolicy, shown: str) -> list[Hazard]:
     ops = [a for a in args if not a.startswith('-')]
     if name == 'update-rc.d':
         if ops and _is_ssh_unit(ops[0]) and any(a in ('remove', 'disable', 'stop') for a in ops[1:]):
-            return [f'`{shown}` disables sshd at boot']
+            return [_access(f'`{shown}` disables sshd at boot')]
         return []
     if name == 'chkconfig':
         if any(_is_ssh_unit(a) for a in ops) and ('off' in ops or '--del' in args):
-            return [f'`{shown}` disables sshd at boot']
+            return [_access(f'`{shown}` disables sshd at boot')]
         return []
     if not ops:
         return []
@@ -832,49 +750,50 @@ def _service_reasons(name: str, args: list, policy: GatePolicy, shown: str) -> l
     return _init_script_reasons(ops[0], action, shown)
 
 
-def _init_script_reasons(unit: str, action: str, shown: str) -> list[str]:
+def _init_script_reasons(unit: str, action: str, shown: str) -> list[Hazard]:
     """Reasons for ``/etc/init.d/UNIT ACTION`` or ``service UNIT ACTION`` (shown: the command as written)."""
     if _is_ssh_unit(unit) and action in ('stop', 'force-stop'):
-        return [f'`{shown}` stops sshd: {_NO_SSH_LOGIN}']
+        return [_access(f'`{shown}` stops sshd: {_NO_SSH_LOGIN}')]
     if _is_ssh_unit(unit) and action in ('restart', 'try-restart', 'condrestart'):
-        return [f'`{shown}` restarts sshd: with a broken configuration sshd then stays stopped; use reload']
+        return [_access(f'`{shown}` restarts sshd: with a broken configuration sshd then stays stopped; use reload')]
     if _is_network_unit(unit) and action in ('stop', 'force-stop'):
-        return [f'`{shown}` {_NETWORK_DOWN}']
+        return [_access(f'`{shown}` {_NETWORK_DOWN}')]
     return []
 
 
-def _kill_reasons(name: str, args: list, policy: GatePolicy, shown: str) -> list[str]:
+def _kill_reasons(name: str, args: list, policy: GatePolicy, shown: str) -> list[Hazard]:
     out = []
     if any('ssh' in a.lower() for a in args):
-        out.append(f'`{shown}` signals sshd: SSH logins would stop; use `systemctl reload ssh`')
+        out.append(_access(f'`{shown}` signals sshd: SSH logins would stop; use `systemctl reload ssh`'))
     user = policy.remote_user
     if user and name != 'kill' and any(a == user or a.endswith(('=' + user, '-u' + user, '-U' + user))
                                        or a.split(',').count(user) for a in args):
-        out.append(f'`{shown}` kills the processes of the connecting user {user}, the Ansible session among them')
+        out.append(_access(
+            f'`{shown}` kills the processes of the connecting user {user}, the Ansible session among them'))
     if name == 'kill':
         rest = args[2:] if args[:1] in (['-s'], ['-n']) else args[1:] if args[:1] and args[0].startswith('-') else args
         if '-1' in rest or (rest[:1] == ['--'] and '-1' in rest[1:]):
-            out.append(f'`{shown}` signals every process of the host')
+            out.append(_banned(f'`{shown}` signals every process of the host'))
     if name == 'loginctl' and args:
         if args[0] in ('terminate-session', 'kill-session', 'terminate-seat'):
-            out.append(f'`{shown}` ends login sessions, perhaps the Ansible one')
+            out.append(_access(f'`{shown}` ends login sessions, perhaps the Ansible one'))
         if args[0] in ('terminate-user', 'kill-user') and user and user in args[1:]:
-            out.append(f'`{shown}` ends every session of the connecting user {user}')
+            out.append(_access(f'`{shown}` ends every session of the connecting user {user}'))
     return out
 
 
-def _user_command_reasons(name: str, args: list, policy: GatePolicy, shown: str) -> list[str]:
+def _user_command_reasons(name: str, args: list, policy: GatePolicy, shown: str) -> list[Hazard]:
     user = policy.remote_user
     if not user or not any(user in a for a in args):
         return []
     who = f'the connecting user {user}'
     if name in ('userdel', 'deluser'):
-        ops = _operands(args, 'RP', ('--root', '--prefix', '--conf', '--backup-to'))
-        return [f'`{shown}` removes {who} (or its group membership)'] if ops[:1] == [user] else []
+        ops = effects.operands(args, 'RP', ('--root', '--prefix', '--conf', '--backup-to'))
+        return [_access(f'`{shown}` removes {who} (or its group membership)')] if ops[:1] == [user] else []
     if name == 'gpasswd':
         for k, a in enumerate(args):
             if a in ('-d', '--delete') and k + 1 < len(args) and args[k + 1] == user:
-                return [f'`{shown}` removes {who} from a group (its sudo group perhaps)']
+                return [_access(f'`{shown}` removes {who} from a group (its sudo group perhaps)')]
         return []
     specs = {
         'usermod': ('abc:d:e:f:g:G:hl:Lmop:R:P:s:u:UZ:v:V:w:W:',
@@ -892,7 +811,7 @@ def _user_command_reasons(name: str, args: list, policy: GatePolicy, shown: str)
     try:
         opts, ops = getopt.gnu_getopt(args, shortopts, longopts)
     except getopt.GetoptError as ex:
-        return [f'cannot check `{shown}` ({ex}) and it names the connecting user {user}']
+        return [_unreadable(f'cannot check `{shown}` ({ex}) and it names the connecting user {user}')]
     if ops[-1:] != [user]:
         return []
     given = {}
@@ -901,31 +820,31 @@ def _user_command_reasons(name: str, args: list, policy: GatePolicy, shown: str)
     out = []
     if name == 'usermod':
         if '-L' in given or '--lock' in given:
-            out.append(f'`{shown}` locks {who}')
+            out.append(_access(f'`{shown}` locks {who}'))
         expiry = given.get('-e', given.get('--expiredate'))
         if expiry is not None and expiry not in ('', '-1'):
-            out.append(f'`{shown}` sets an account expiry date on {who}')
+            out.append(_access(f'`{shown}` sets an account expiry date on {who}'))
         shell = given.get('-s', given.get('--shell'))
         if shell in _NOLOGIN_SHELLS:
-            out.append(f'`{shown}` gives {who} the shell {shell}: its logins would be refused')
+            out.append(_access(f'`{shown}` gives {who} the shell {shell}: its logins would be refused'))
         password = given.get('-p', given.get('--password'))
         if password is not None and password.startswith(('!', '*')):
-            out.append(f'`{shown}` locks the password of {who}')
+            out.append(_access(f'`{shown}` locks the password of {who}'))
         if '-l' in given or '--login' in given:
-            out.append(f'`{shown}` renames {who}: the controller logs in by that name')
+            out.append(_access(f'`{shown}` renames {who}: the controller logs in by that name'))
         if ('-G' in given or '--groups' in given) and not ('-a' in given or '--append' in given):
-            out.append(f'`{shown}` replaces the groups of {who} (its sudo/wheel membership may go); use -aG')
+            out.append(_access(f'`{shown}` replaces the groups of {who} (its sudo/wheel membership may go); use -aG'))
     if name == 'passwd':
         if '-l' in given or '--lock' in given:
-            out.append(f'`{shown}` locks the password of {who}')
+            out.append(_access(f'`{shown}` locks the password of {who}'))
         if '-e' in given or '--expire' in given:
-            out.append(f'`{shown}` expires the password of {who}: its non-interactive logins would fail')
+            out.append(_access(f'`{shown}` expires the password of {who}: its non-interactive logins would fail'))
     if name == 'chage':
         expiry = given.get('-E', given.get('--expiredate'))
         if expiry is not None and expiry != '-1':
-            out.append(f'`{shown}` sets an account expiry date on {who}')
+            out.append(_access(f'`{shown}` sets an account expiry date on {who}'))
         if given.get('-d', given.get('--lastday')) == '0':
-            out.append(f'`{shown}` forces a password change on {who}: its non-interactive logins would fail')
+            out.append(_access(f'`{shown}` forces a password change on {who}: its non-interactive logins would fail'))
     return out
 
 
@@ -936,7 +855,7 @@ _PACKAGE_REMOVE_VERBS = {
 }
 
 
-def _package_command_reasons(name: str, args: list, policy: GatePolicy, shown: str) -> list[str]:
+def _package_command_reasons(name: str, args: list, policy: GatePolicy, shown: str) -> list[Hazard]:
     ops = [a for a in args if not a.startswith('-')]
     removing: list = []
     if name in _PACKAGE_REMOVE_VERBS:
@@ -955,11 +874,12 @@ def _package_command_reasons(name: str, args: list, policy: GatePolicy, shown: s
             removing = ops
     hit = sorted({p for p in removing if _package_base(p) in _ACCESS_PACKAGES})
     if hit:
-        return [f'`{shown}` removes {", ".join(hit)}: the host would lose SSH, sudo or the Python Ansible needs']
+        return [_access(
+            f'`{shown}` removes {", ".join(hit)}: the host would lose SSH, sudo or the Python Ansible needs')]
     return []
 
 
-def _rm_reasons(name: str, args: list, policy: GatePolicy, shown: str) -> list[str]:
+def _rm_reasons(name: str, args: list, policy: GatePolicy, shown: str) -> list[Hazard]:
     recursive, ops, done = False, [], False
     out = []
     for a in args:
@@ -968,7 +888,7 @@ def _rm_reasons(name: str, args: list, policy: GatePolicy, shown: str) -> list[s
         elif not done and a.startswith('--'):
             recursive = recursive or a == '--recursive'
             if a == '--no-preserve-root':
-                out.append(f'`{shown}`: --no-preserve-root is never allowed')
+                out.append(_banned(f'`{shown}`: --no-preserve-root is never allowed'))
         elif not done and a.startswith('-') and len(a) > 1:
             recursive = recursive or 'r' in a or 'R' in a
         else:
@@ -976,40 +896,41 @@ def _rm_reasons(name: str, args: list, policy: GatePolicy, shown: str) -> list[s
     return out + _removal_command_reasons(shown, ops, recursive, policy)
 
 
-def _removal_command_reasons(shown: str, ops: list, recursive: bool, policy: GatePolicy) -> list[str]:
+def _removal_command_reasons(shown: str, ops: list, recursive: bool, policy: GatePolicy) -> list[Hazard]:
     out = []
     for op in ops:
         if recursive:
             problem = _explicit_path_problem(op)
             if problem:
-                out.append(f'`{shown}` removes {op!r} recursively and {problem}: recursive removal takes only'
-                           ' explicit absolute paths at least two levels deep, without globs or variables')
+                out.append(_banned(f'`{shown}` removes {op!r} recursively and {problem}: recursive removal takes only'
+                           ' explicit absolute paths at least two levels deep, without globs or variables'))
                 continue
         norm = _norm(op)
         if norm and not _is_sudoers_path(norm) and not _is_ssh_access_path(norm, policy):
-            out += [f'`{shown}` {r}' for r in _removal_reasons(norm, policy)]
+            out += [r.prefixed(f'`{shown}` ') for r in _removal_reasons(norm, policy)]
     return out
 
 
-def _find_reasons(name: str, args: list, policy: GatePolicy, shown: str) -> list[str]:
+def _find_reasons(name: str, args: list, policy: GatePolicy, shown: str) -> list[Hazard]:
     paths, _execs, delete = find_parts(args)
     if not delete:
         return []
     return _removal_command_reasons(shown, paths or ['.'], True, policy)
 
 
-def _sysctl_reasons(name: str, args: list, policy: GatePolicy, shown: str) -> list[str]:
+def _sysctl_reasons(name: str, args: list, policy: GatePolicy, shown: str) -> list[Hazard]:
     for a in args:
         write = a == '--write' or (a.startswith('-') and not a.startswith('--') and 'w' in a[1:]) \
             or (not a.startswith('-') and '=' in a)
         if write:
-            return [f'`{shown}` writes kernel parameters under /proc/sys at once; persist them in /etc/sysctl.d'
-                    ' (ansible.posix.sysctl) and let its reload apply the file']
+            return [_outside(
+                f'`{shown}` writes kernel parameters under /proc/sys at once; persist them in /etc/sysctl.d'
+                ' (ansible.posix.sysctl) and let its reload apply the file')]
     return []
 
 
-def _umount_reasons(name: str, args: list, policy: GatePolicy, shown: str) -> list[str]:
-    return [f'`{shown}` unmounts a filesystem: remediation changes mount options, it does not unmount']
+def _umount_reasons(name: str, args: list, policy: GatePolicy, shown: str) -> list[Hazard]:
+    return [_banned(f'`{shown}` unmounts a filesystem: remediation changes mount options, it does not unmount')]
 
 
 _COMMAND_CHECKS: dict = {

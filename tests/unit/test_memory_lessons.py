@@ -12,6 +12,7 @@ import pytest
 from tinydb import Query, TinyDB
 from tinydb.storages import MemoryStorage
 
+from ansible_collections.scapforge.remediation.plugins.plugin_utils import task_gate
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.memory import lessons as L
 
 P = "xccdf_org.ssgproject.content_rule_"
@@ -385,6 +386,46 @@ def test_every_pattern_text_formats_over_its_groups():
         groups = ["g%d" % i for i in range(pattern.regex.groups)]
         cue, action = pattern.cue.format(*groups), pattern.action.format(*groups)
         assert cue and action, pattern.slug
+    for pattern in L.GATE_PATTERNS:  # read from the gate's codes: formatted over the refusal's subject
+        cue, action = pattern.texts_of(["g0", "g1"])
+        assert cue and action, pattern.slug
     jinja = L.PATTERNS_BY_SLUG["jinja_untrusted"]
-    match = jinja.regex.search("task 1: Jinja templating is not allowed in untrusted tasks: '{{ x }}'")
-    assert jinja.texts(match)[0] == "a model-written task contains Jinja ({{ }} or {% %})"
+    assert jinja.texts_of(())[0] == "a model-written task contains Jinja ({{ }} or {% %})"
+
+
+# ----------------------------------------------------------------------------- gate refusal codes
+def _refused_by_the_gate(tasks, **gate):
+    """The lessons of one Worker attempt the gate refused, recorded as attempt_runner records it
+    (the message in ``gate``, the codes in ``gate_refusals``)."""
+    found = task_gate.refusals(tasks, trusted=False, policy=task_gate.GatePolicy(remote_user="ansible"))
+    assert found
+    record = dict(rec(1, "worker", "refused", "fix_refused", tasks, gate="; ".join(r.message for r in found)),
+                  gate_refusals=[r.to_dict() for r in found], **gate)
+    entry = dict(outcome("escalated", "attempt_budget", "banner", 1), rule="banner_etc_issue")
+    report = {"host": "lab1", "run_id": "r1", "check_mode": False, "rules": {"banner_etc_issue": entry}}
+    return L.extract(report, {P + "banner_etc_issue": [record]}, FP, SKILL)
+
+
+@pytest.mark.parametrize("tasks, slug, cue", [
+    ([{"name": "Get", "ansible.builtin.uri": {"url": "http://x"}}], "not_allowlisted",
+     "a model-written task uses module ansible.builtin.uri"),
+    ([{"ansible.builtin.lineinfile": {"path": "/etc/issue", "line": "{{ banner }}"}}], "jinja_untrusted",
+     "a model-written task contains Jinja ({{ }} or {% %})"),
+    ([{"name": "Set", "ansible.builtin.sysctl_setting": {"name": "x"}}], "unknown_module",
+     "a task names module ansible.builtin.sysctl_setting, which does not exist"),
+    ([{"ansible.builtin.command": {"cmd": "true", "warn": True}}], "unsupported_parameters",
+     "module ansible.builtin.command refuses the argument(s) warn"),
+    ([{"name": "Stop", "ansible.builtin.shell": "systemctl stop ssh"}], None,
+     "the gate refuses model-written tasks: `systemctl stop ssh` stops ssh: no new ssh login (the health check, "
+     "the next run) would get in"),
+])
+def test_gate_refusals_teach_from_their_codes_with_the_cues_of_before(tasks, slug, cue):
+    # the store is shared across runs: the cue of a refusal is the one the gate's words gave
+    # before the codes (task_gate's message, its task label stripped)
+    (cand,) = _refused_by_the_gate(tasks)
+    assert (cand.pattern, cand.cue, cand.scope["rule"]) == (slug, cue, None)
+
+
+def test_the_code_not_the_words_decides():
+    (cand,) = _refused_by_the_gate([{"ansible.builtin.uri": {"url": "http://x"}}], gate="reworded by a later gate")
+    assert cand.pattern == "not_allowlisted" and cand.cue == "a model-written task uses module ansible.builtin.uri"

@@ -65,6 +65,7 @@ import unicodedata
 from ansible_collections.scapforge.remediation.plugins.plugin_utils import attempts as A
 from ansible_collections.scapforge.remediation.plugins.plugin_utils import outcomes, safety
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.errors import ScapforgeError
+from ansible_collections.scapforge.remediation.plugins.plugin_utils._policy import refusals as R
 
 POSITIVE, NEGATIVE, CAUTION = "positive", "negative", "caution"
 KINDS = (POSITIVE, NEGATIVE, CAUTION)
@@ -280,26 +281,34 @@ def _shell_without_bash(tasks: t.Any, needle: str) -> bool:
 # ----------------------------------------------------------------------------- patterns
 @dataclasses.dataclass(frozen=True)
 class Pattern:
-    """A known task-shape cause: a task error or gate message matching ``regex`` is not about
-    the rule (see the module docstring). ``cue``/``action`` are format strings over the
-    match's groups (cleaned, capped); ``violates(tasks)`` says whether executed tasks repeat
-    the cause (learning's "followed"), None when it cannot be told."""
+    """A known task-shape cause: a task error matching ``regex``, or a gate refusal with
+    ``code`` (:mod:`.._policy.refusals`), is not about the rule (see the module docstring).
+    ``cue``/``action`` are format strings over the match's groups or the refusal's subject
+    (cleaned, capped); ``violates(tasks)`` says whether executed tasks repeat the cause
+    (learning's "followed"), None when it cannot be told. ``subject``: what each subject
+    value must look like for the refusal to be this cause (as the regex would have read it)."""
 
     slug: str
-    regex: re.Pattern
+    regex: re.Pattern | None
     cue: str
     action: str
     violates: t.Callable[[t.Any], bool] | None = None
+    code: str | None = None
+    subject: re.Pattern = re.compile(r"[\w.]*")
 
     def texts(self, match: re.Match) -> tuple[str, str]:
-        groups = [clean_text(g or "", 80) for g in match.groups()]
+        return self.texts_of(match.groups())
+
+    def texts_of(self, values: t.Sequence[str | None]) -> tuple[str, str]:
+        groups = [clean_text(g or "", 80) for g in values]
         return self.cue.format(*groups), self.action.format(*groups)
 
 
-#: Known task-shape causes. Sources: case llm-pipefail-under-dash (Debian's /bin/sh is dash),
-#: case llm-invented-module and llm-command-warn-arg (task_gate's own messages), and the
-#: messages of ansible.builtin.lineinfile/replace, apt and service for a missing file,
-#: package or unit.
+#: Known task-shape causes read from messages. Sources: case llm-pipefail-under-dash (Debian's
+#: /bin/sh is dash), case llm-command-warn-arg (the module's own "Unsupported parameters", which
+#: the gate words the same), case llm-invented-module (read from the gate's code; the regex
+#: reads a message without one), and the messages of ansible.builtin.lineinfile/replace, apt
+#: and service for a missing file, package or unit.
 PATTERNS: tuple[Pattern, ...] = (
     Pattern("dash_pipefail", re.compile(r"Illegal option -o pipefail"),
             'a shell task runs "set -o pipefail" and fails with "Illegal option -o pipefail"',
@@ -313,13 +322,7 @@ PATTERNS: tuple[Pattern, ...] = (
     Pattern("unknown_module",
             re.compile(r"no module named '([\w.]+)' in this Ansible installation(?:; did you mean ([\w.]+)\?)?"),
             "a task names module {0}, which does not exist",
-            "no such module in this Ansible installation; the module that exists: {1}"),
-    Pattern("not_allowlisted", re.compile(r"module ([\w.]+) is not in the allowlist for model-written tasks"),
-            "a model-written task uses module {0}",
-            "the gate refuses {0} in model-written tasks: reach the same state with an allowed module"),
-    Pattern("jinja_untrusted", re.compile(r"Jinja templating is not allowed in untrusted tasks"),
-            "a model-written task contains Jinja ({{{{ }}}} or {{% %}})",
-            "the gate refuses templating in model-written tasks: write literal values"),
+            "no such module in this Ansible installation; the module that exists: {1}", code=R.UNKNOWN_MODULE),
     Pattern("command_not_found", re.compile(r"(?:^|[\s:])([\w.+-]+): (?:command )?not found"),
             "a shell or command task calls {0}, which is not installed on this host",
             "install the package that provides {0} first, or reach the goal with a module"),
@@ -333,7 +336,16 @@ PATTERNS: tuple[Pattern, ...] = (
             "service {0} does not exist on this host",
             "install the package that provides {0} before managing the service"),
 )
-PATTERNS_BY_SLUG = {p.slug: p for p in PATTERNS}
+#: Known causes only the gate gives: read from its refusal codes, never from its words.
+GATE_PATTERNS: tuple[Pattern, ...] = (
+    Pattern("not_allowlisted", None, "a model-written task uses module {0}",
+            "the gate refuses {0} in model-written tasks: reach the same state with an allowed module",
+            code=R.NOT_ALLOWLISTED),
+    Pattern("jinja_untrusted", None, "a model-written task contains Jinja ({{{{ }}}} or {{% %}})",
+            "the gate refuses templating in model-written tasks: write literal values", code=R.JINJA_UNTRUSTED),
+)
+PATTERNS_BY_SLUG = {p.slug: p for p in PATTERNS + GATE_PATTERNS}
+PATTERNS_BY_CODE = {p.code: p for p in PATTERNS + GATE_PATTERNS if p.code}
 
 #: caution texts per environment kind (safety.ENVIRONMENT_SIGNATURES, a skill's unfixable_on_running_host);
 #: ``{virt}`` is the fingerprint's virtualization.
@@ -364,13 +376,24 @@ def match_pattern(message: str | None) -> tuple[Pattern, re.Match] | None:
     return None
 
 
-_GATE_LABEL = re.compile(r"(?:^|;\s*)task [\d.]+(?: '(?:[^'\\]|\\.)*'| \"(?:[^\"\\]|\\.)*\")?: ")
+def known_cause(message: str | None, refusal: R.Refusal | None = None) -> tuple[Pattern, str, str] | None:
+    """(pattern, cue, action) of a known task-shape cause: from a gate refusal's code and
+    subject when it has one of :data:`PATTERNS_BY_CODE`, else from the message (the refusal's
+    problem) by :func:`match_pattern`; None when neither is known."""
+    if refusal is not None:
+        pattern = PATTERNS_BY_CODE.get(refusal.code)
+        if pattern is not None and all(pattern.subject.fullmatch(v) for v in refusal.subject):
+            return (pattern,) + pattern.texts_of(refusal.subject)
+        message = refusal.problem
+    hit = match_pattern(message)
+    return (hit[0],) + hit[0].texts(hit[1]) if hit is not None else None
 
 
-def first_problem(gate: str) -> str:
-    """The first problem of a gate refusal, its ``task N 'name': `` label removed."""
-    parts = [p.strip() for p in _GATE_LABEL.split(gate or "") if p and p.strip(" ;")]
-    return parts[0] if parts else (gate or "")
+def first_refusal(record: t.Any) -> R.Refusal | None:
+    """The first gate refusal an attempt record carries (``gate_refusals``), None when it has
+    none: a refusal that did not come from the gate, or a record older than the codes."""
+    found = _get(record, "gate_refusals") or []
+    return R.Refusal.from_dict(found[0]) if isinstance(found, list) and found else None
 
 
 # ----------------------------------------------------------------------------- documents
@@ -645,25 +668,27 @@ class _Extractor:
                             evidence=[self.ev(ATTEMPT, short, number, "%s attempt %s: %s: %s" % (
                                 source, number, reason, _get(record, "detail") or ""), source, reason, tasks)])
         if verdict == A.REFUSED:
-            message = _get(record, "gate") or report.get("refused") or _get(record, "detail") or ""
-            return self.task_failure(short, category, record, first_problem(message), "refused before it ran",
-                                     generic=source != A.VENDOR)
+            refusal = first_refusal(record)
+            message = refusal.problem if refusal is not None else (
+                _get(record, "gate") or report.get("refused") or _get(record, "detail") or "")
+            return self.task_failure(short, category, record, message, "refused before it ran",
+                                     generic=source != A.VENDOR, refusal=refusal)
         if verdict == A.FAILED and reason == "fix_failed":
             message = report.get("error") or _get(record, "detail") or ""
             return self.task_failure(short, category, record, message, "a task failed", generic=False)
         return None  # passed, reboot_required, verify_error, scanner_crash, environment (caution), unjudged
 
     def task_failure(self, short: str, category: str | None, record: t.Any, message: str, how: str,
-                     generic: bool) -> Candidate | None:
+                     generic: bool, refusal: R.Refusal | None = None) -> Candidate | None:
         number, source, reason = _get(record, "number"), _get(record, "source"), _get(record, "reason")
         tasks = _get(record, "tasks") or None
         ev = self.ev(ATTEMPT, short, number, "%s attempt %s: %s: %s" % (source, number, reason, message),
                      source, reason, tasks)
-        hit = match_pattern(message)
+        hit = known_cause(message, refusal)
         if hit is not None:  # a known task-shape cause: one lesson for the whole skill
-            cue, action = hit[0].texts(hit[1])
+            pattern, cue, action = hit
             return self.add(kind=NEGATIVE, status=CONFIRMED, scope=self.scope(), cue=cue, action=action,
-                            reason=reason, pattern=hit[0].slug, evidence=[ev])
+                            reason=reason, pattern=pattern.slug, evidence=[ev])
         error = A.normalise(message)[:ERROR_CHARS] or "no message"
         if generic:  # a gate refusal of model-written tasks: about the task text, whatever the rule
             return self.add(kind=NEGATIVE, status=CONFIRMED, scope=self.scope(),
@@ -708,8 +733,8 @@ def extract(host_report: t.Mapping, attempts: t.Mapping | None, fingerprint: t.M
 
     host_report: ``loop.RemediationLoop._report()`` (rules keyed by short id, each with
     outcome, reason, category, detail, attempt_log); attempts: {rule id (full or short): [attempt
-    records: ``Attempt.__dict__``-like dicts with number, source, tasks, gate, report,
-    verdict, reason, detail, reflection]} (the report's attempt_log has no tasks; without
+    records: ``Attempt.__dict__``-like dicts with number, source, tasks, gate, gate_refusals
+    (optional: the gate's codes), report, verdict, reason, detail, reflection]} (the report's attempt_log has no tasks; without
     records the attempt_log stands in, and positive lessons carry no tasks); fingerprint:
     :func:`fingerprint` of the host; skill: the skill name; run_id/host: default to the
     report's. A check-mode report gives nothing (nothing happened).
