@@ -199,7 +199,7 @@ def verify_bundle(bundle: str, public_key: str | None = None, signature: str | N
             failures.append("%s: listed in the manifest, missing from the bundle" % rel)
         elif hashlib.sha256(body).hexdigest() != entry.get("sha256") or len(body) != entry.get("size"):
             failures.append("%s: sha256 %s, the manifest says %s" % (rel, hashlib.sha256(body).hexdigest(),
-                                                                       entry.get("sha256")))
+                                                                     entry.get("sha256")))
     for rel in sorted(set(present) - set(files)):
         failures.append("%s: in the bundle, not in the manifest" % rel)
     return failures

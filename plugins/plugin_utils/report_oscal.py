@@ -60,7 +60,7 @@ def _time(value: str | None) -> datetime.datetime:
 def _result(run_id: str, host: str, report: HR.HostReport, generated: datetime.datetime) -> "ar.Result":
     rules, rows = report.get("rules") or {}, report.get("scan_results") or {}
     item = common.InventoryItem(uuid=_id(run_id, host, "host"), description="the host %s" % host,
-                            props=[common.Property(name="fqdn", value=host)])
+                                props=[common.Property(name="fqdn", value=host)])
     tool = ar.SystemComponent(uuid=_id(run_id, "oscap"), type="software", title="OpenSCAP %s" % (
         (report.get("content") or {}).get("oscap_version") or ""), description="the SCAP scanner that judged every rule",
         status=common.Status(state="operational"))
@@ -91,7 +91,7 @@ def _result(run_id: str, host: str, report: HR.HostReport, generated: datetime.d
             props += [_prop("outcome", rule.get("outcome")), _prop("reason", rule.get("reason")),
                       _prop("attempts", rule.get("attempts") or 0)]
         origin = common.Origin(actors=[common.OriginActor(type="tool", actor_uuid=tool.uuid)],
-                           related_tasks=[common.RelatedTask(task_uuid=u) for u in task_of.get(short, ())] or None)
+                               related_tasks=[common.RelatedTask(task_uuid=u) for u in task_of.get(short, ())] or None)
         observation = ar.Observation(
             uuid=_id(run_id, host, short, "observation"), title=short, description=row.get("title") or short,
             props=props, methods=["TEST"], types=["finding" if final == "fail" else "control-objective"],
@@ -105,7 +105,7 @@ def _result(run_id: str, host: str, report: HR.HostReport, generated: datetime.d
                 description="%s: OpenSCAP reports fail in the %s scan; scapforge: %s." % (
                     row.get("title") or short, "final" if row.get("after") else "baseline", state_reason),
                 target=common.FindingTarget(type="objective-id", target_id=short,
-                                        status=common.ObjectiveStatus(state="not-satisfied", remarks=state_reason)),
+                                            status=common.ObjectiveStatus(state="not-satisfied", remarks=state_reason)),
                 related_observations=[ar.RelatedObservation(observation_uuid=observation.uuid)]))
     profile = report.get("profile") or "?"
     content = report.get("content") or {}
@@ -130,7 +130,7 @@ def build(hosts: t.Mapping[str, HR.HostReport], run_id: str, generated: str | No
     return ar.AssessmentResults(
         uuid=_id(run_id, "assessment-results"), metadata=metadata,
         import_ap=ar.ImportAp(href="../summary.json", remarks="No OSCAL assessment plan: the plan is the SCAP "
-                                                               "profile each result names."),
+                              "profile each result names."),
         results=results or [ar.Result(uuid=_id(run_id, "empty"), title="no host report", description="no host ran",
                                       start=when, reviewed_controls=common.ReviewedControls(
                                           control_selections=[common.ControlSelection(include_all=common.IncludeAll())]))])

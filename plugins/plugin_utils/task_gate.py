@@ -432,7 +432,7 @@ def _validate_task(ds: dict, trusted: bool, policy: GatePolicy, problems: list[R
             if lookup not in SUPPORTED_LOOP_LOOKUPS:
                 problems.append(R.Refusal(R.UNSUPPORTED_KEYWORD, f'loop keyword {k!r} is not supported'
                                 f' (supported: loop, {", ".join("with_" + n for n in sorted(SUPPORTED_LOOP_LOOKUPS))})',
-                                label))
+                                          label))
             elif lookup not in lookup_loader:
                 problems.append(R.Refusal(R.UNSUPPORTED_KEYWORD, f'lookup {lookup!r} for {k!r} not found', label))
             continue

@@ -105,7 +105,7 @@ def test_finish_emits_everywhere_exactly_once(run):
     outcome = state.finish(P + "sysctl_a", "no_effect", detail="still 1", attempts=2, modules=["ansible.posix.sysctl"])
     assert outcome == state.outcomes[P + "sysctl_a"]
     assert (outcome.outcome, outcome.reason, outcome.category, outcome.attempts) == ("escalated", "no_effect",
-                                                                                    "kernel", 2)
+                                                                                     "kernel", 2)
     data = {"outcome": "escalated", "reason": "no_effect", "modules": ["ansible.posix.sysctl"], "detail": "still 1",
             "category": "kernel", "changed_tasks": [], "lessons_shown": [], "from_memory": None,
             "side_effects": [], "waiver": None}
@@ -205,7 +205,7 @@ def test_reclassify_keeps_every_field_and_changes_reason_outcome_detail(run):
     assert {f.name for f in dataclasses.fields(again)} == set(kept) | {"outcome", "reason", "detail"}
     assert state.outcomes[P + "sysctl_a"] is again
     assert [(e[0], e[3]["reason"]) for e in _events(tmp_path)] == [("rule_complete", "verified"),
-                                                                  ("rule_complete", "regressed")]
+                                                                   ("rule_complete", "regressed")]
     assert display.lines[-1] == "web1: rule sysctl_a attempt 2: now escalated [regressed] 0.0 s"
     assert [p["outcome"]["reason"] for p in _progress(tmp_path)] == ["verified", "regressed"]
     assert [m[0]["reason"] for m in memory.learned] == ["verified", "regressed"]
@@ -228,7 +228,7 @@ def test_stop_finishes_only_rules_without_an_outcome_and_keeps_the_first_detail(
     assert state.outcomes[P + "sysctl_a"].reason == "verified"                  # finished before: untouched
     b = state.outcomes[P + "sshd_b"]                                            # has attempts: finish_item
     assert (b.reason, b.detail, b.attempts, b.changed_tasks) == ("unhealthy", "sudo lost after sshd_b", 1,
-                                                                   ["edit (ansible.builtin.lineinfile)"])
+                                                                 ["edit (ansible.builtin.lineinfile)"])
     assert b.attempt_log == [item.attempts[0].log_entry()]
     for rule in ("r_untried", "r_new"):                                         # no attempts: plain finish
         o = state.outcomes[rule]
@@ -241,7 +241,7 @@ def test_stop_finishes_only_rules_without_an_outcome_and_keeps_the_first_detail(
                      ("rule_complete", "r_untried"), ("rule_complete", "r_new"), ("host_stopped", None),
                      ("rule_complete", "r_later")]
     assert [e[3] for e in _events(tmp_path) if e[0] == "host_stopped"] == [{"detail": "sudo lost after sshd_b"},
-                                                                          {"detail": "a later stop"}]
+                                                                           {"detail": "a later stop"}]
     assert len(memory.learned) == 5
 
 
