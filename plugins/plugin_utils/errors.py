@@ -37,6 +37,8 @@ LessonError (memory.lessons)       ``lesson``
 MemoryStoreError (memory.errors)   ``memory``; MemoryCorrupt ``memory_corrupt``,
                                    MemorySchemaError ``memory_schema``
 _CorruptFile (memory.store)        ``corrupt_file`` (internal: becomes MemoryCorrupt)
+ChecklistError (report_ckl)       ``checklist``
+EvidenceError (evidence)          ``evidence``
 =================================  ===========================================================
 
 Classes that were ValueErrors stay ValueErrors too (callers catch ``ValueError``). None is

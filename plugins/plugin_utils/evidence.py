@@ -34,14 +34,18 @@ import tarfile
 import tempfile
 import typing as t
 
+from ansible_collections.scapforge.remediation.plugins.plugin_utils.errors import ScapforgeError
+
 NAMESPACE = "scapforge-evidence"
 PRINCIPAL = "scapforge-evidence"
 MANIFEST = "manifest.json"
 PREFIX = "evidence-"
 
 
-class EvidenceError(Exception):
+class EvidenceError(ScapforgeError):
     """The bundle could not be signed or verified; the message says what failed."""
+
+    kind = "evidence"
 
 
 def bundle_name(run_id: str) -> str:

@@ -33,6 +33,7 @@ import uuid
 from ansible_collections.scapforge.remediation.plugins.plugin_utils import deps
 from ansible_collections.scapforge.remediation.plugins.plugin_utils import host_report as HR
 from ansible_collections.scapforge.remediation.plugins.plugin_utils import stig_groups as SG
+from ansible_collections.scapforge.remediation.plugins.plugin_utils.errors import ScapforgeError
 
 try:
     from lxml import etree
@@ -57,8 +58,10 @@ ASSET_KEYS = ("ROLE", "ASSET_TYPE", "MARKING", "HOST_NAME", "HOST_IP", "HOST_MAC
 NAMESPACE = uuid.UUID("6f1b2d3e-5c1a-4f7e-9a57-2d9e0c4b8a11")
 
 
-class ChecklistError(Exception):
+class ChecklistError(ScapforgeError):
     """The checklist would be empty or incomplete; the message says which and why."""
+
+    kind = "checklist"
 
 
 @dataclasses.dataclass

@@ -105,14 +105,19 @@ def test_profile_entries_extend_the_parent_and_a_later_entry_wins():
     assert parent.refine_rules == {"r1": {"weight": "1"}}  # the parent's tables are copied, not changed
 
 
+def _with(base, **changes):
+    """``base`` with ``changes`` (a plain merge: pylint reads ``**dict(base, k=v)`` as a repeated keyword)."""
+    return {**base, **changes}
+
+
 def test_value_under_a_profile_set_then_refined_then_default():
     val = Value(id="v", title="", type="string", default="5", options={"lo": "1"})
     prof = Profile(id="p", short_id="p", title="", description="", selected_rules=(), refine_values={"v": "lo"},
                    set_values={}, refine_rules={}, selections={})
     assert value_under(val, None, "v") == "5" and value_under(val, prof, "v") == "1"
-    assert value_under(val, Profile(**dict(prof.__dict__, set_values={"v": "x"})), "v") == "x"
+    assert value_under(val, Profile(**_with(prof.__dict__, set_values={"v": "x"})), "v") == "x"
     with pytest.raises(CatalogError, match="profile p refines Value short to selector 'hi', which it lacks"):
-        value_under(val, Profile(**dict(prof.__dict__, refine_values={"v": "hi"})), "short")
+        value_under(val, Profile(**_with(prof.__dict__, refine_values={"v": "hi"})), "short")
     with pytest.raises(CatalogError, match="XCCDF Value v has no value"):
         value_under(Value(id="v", title="", type="string", default=None, options={}), None, "v")
 

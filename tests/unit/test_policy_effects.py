@@ -72,7 +72,7 @@ _DIRS = ["/etc", "/etc/ssh", "/etc/security", "/etc/audit/rules.d", "/var/lib/ai
          "/boot", "/etc/cron.d", "/srv/my data"]
 _NAMES = ["x.conf", "login.defs", "a b.txt", "*.rules", "issue", "sshd_config"]
 _paths = st.one_of(
-    st.builds(lambda d, n: posixpath.join(d, n), st.sampled_from(_DIRS), st.sampled_from(_NAMES)),
+    st.builds(posixpath.join, st.sampled_from(_DIRS), st.sampled_from(_NAMES)),
     st.sampled_from(_DIRS),
     st.sampled_from(["/etc/$NAME", "~/x", "/etc/$(hostname).conf"]),
 )

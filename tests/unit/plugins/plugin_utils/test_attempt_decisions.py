@@ -34,7 +34,7 @@ def test_a_fresh_attempt_and_work_item_hold_nothing():
         "number": 1, "source": "vendor", "tasks": [], "rationale": "", "gate": None, "report": None,
         "checkpoint": None, "restore": None, "health": None, "result": None, "evidence": None, "reflection": None,
         "probes": [], "tokens": 0, "seconds": 0.0, "plan": "", "verdict": "", "reason": "", "rolled_back": None,
-        "detail": "", "origin": "", "side_effects": []}
+        "detail": "", "origin": "", "side_effects": [], "gate_refusals": []}
     item = A.WorkItem(RULE)
     assert dataclasses.asdict(item) == {
         "rule": RULE, "category": "", "attempts": [], "plan": None, "plans": [], "reviews": 0, "reviewed_at": 0,

@@ -74,7 +74,7 @@ def test_a_failed_scan_overrides_the_rules_it_still_lists():
 def test_whole_scan_crash_says_nothing_of_stderr():
     seen = []
     result = {"failed": True, "error_kind": "timeout", "msg": "killed", "stderr_tail": "No space left on device"}
-    assert D.whole_scan_failure(result, lambda text: seen.append(text) or "disk_full") == ("scanner_crash", "")
+    assert D.whole_scan_failure(result, seen.append or "disk_full") == ("scanner_crash", "")
     assert seen == []  # a crash is a crash, whatever stderr says
 
 
@@ -101,7 +101,7 @@ def test_whole_scan_failure_keeps_the_last_600_characters_of_stderr():
 def test_whole_scan_failure_without_stderr_or_environment():
     seen = []
     result = {"failed": True, "msg": "oscap exited 2"}
-    assert D.whole_scan_failure(result, lambda text: seen.append(text)) == ("scan_failed", "")
+    assert D.whole_scan_failure(result, seen.append) == ("scan_failed", "")
     assert seen == ["oscap exited 2\n"]
     assert D.whole_scan_failure({"failed": True, "msg": "m", "stderr_tail": None}, lambda text: "tmp") == \
         ("environment:tmp", "")
@@ -157,6 +157,11 @@ def test_access_impacting_rules_are_ordered_last():
     assert D.access_last([], impact) == []
 
 
+def _with(base, **changes):
+    """``base`` with ``changes`` (a plain merge: pylint reads ``**dict(base, k=v)`` as a repeated keyword)."""
+    return {**base, **changes}
+
+
 NOTHING = dict(stopped=None, out_of_budget=False, waiver_detail=None, skipped=False, impact=None, allowed=False,
                unfixable=None)
 
@@ -165,32 +170,32 @@ def test_waivers_are_honoured_in_order():
     """Bug class: waivers ignored. An active waiver or the skip list makes the rule
     ``waived`` (the waiver's detail kept); only a stopped host and the run's budget come
     before it, and it comes before the access impact and an unfixable rule."""
-    waived = dict(NOTHING, waiver_detail="waived until 2031-01-01: ticket 7")
+    waived = _with(NOTHING, waiver_detail="waived until 2031-01-01: ticket 7")
     assert D.not_attempted("r", **waived) == ("waived", "waived until 2031-01-01: ticket 7")
-    assert D.not_attempted("r", **dict(NOTHING, waiver_detail="")) == ("waived", "")
-    assert D.not_attempted("r", **dict(NOTHING, skipped=True)) == ("waived", "")
-    assert D.not_attempted("r", **dict(waived, skipped=True)) == ("waived", "waived until 2031-01-01: ticket 7")
-    assert D.not_attempted("r", **dict(waived, impact="sshd", unfixable="kernel_config")) == \
+    assert D.not_attempted("r", **_with(NOTHING, waiver_detail="")) == ("waived", "")
+    assert D.not_attempted("r", **_with(NOTHING, skipped=True)) == ("waived", "")
+    assert D.not_attempted("r", **_with(waived, skipped=True)) == ("waived", "waived until 2031-01-01: ticket 7")
+    assert D.not_attempted("r", **_with(waived, impact="sshd", unfixable="kernel_config")) == \
         ("waived", "waived until 2031-01-01: ticket 7")
-    assert D.not_attempted("r", **dict(NOTHING, skipped=True, impact="sshd", unfixable="kernel_config")) == \
+    assert D.not_attempted("r", **_with(NOTHING, skipped=True, impact="sshd", unfixable="kernel_config")) == \
         ("waived", "")
-    assert D.not_attempted("r", **dict(waived, out_of_budget=True)) == ("budget", "")
-    assert D.not_attempted("r", **dict(waived, stopped="lost sudo")) == ("host_stopped", "lost sudo")
+    assert D.not_attempted("r", **_with(waived, out_of_budget=True)) == ("budget", "")
+    assert D.not_attempted("r", **_with(waived, stopped="lost sudo")) == ("host_stopped", "lost sudo")
 
 
 def test_not_attempted_order_of_the_other_checks():
     everything = dict(stopped="lost sudo", out_of_budget=True, waiver_detail="w", skipped=True, impact="sshd",
                       allowed=False, unfixable="kernel_config")
     assert D.not_attempted("r", **everything) == ("host_stopped", "lost sudo")
-    assert D.not_attempted("r", **dict(everything, stopped="")) == ("budget", "")
-    assert D.not_attempted("r", **dict(NOTHING, impact="sshd", unfixable="kernel_config")) == \
+    assert D.not_attempted("r", **_with(everything, stopped="")) == ("budget", "")
+    assert D.not_attempted("r", **_with(NOTHING, impact="sshd", unfixable="kernel_config")) == \
         ("access_impacting", "sshd")
-    assert D.not_attempted("r", **dict(NOTHING, impact="sshd", allowed=True, unfixable="kernel_config")) == \
+    assert D.not_attempted("r", **_with(NOTHING, impact="sshd", allowed=True, unfixable="kernel_config")) == \
         ("environment:kernel_config", "no fix on a running host can pass this rule")
-    assert D.not_attempted("r", **dict(NOTHING, unfixable="partitioning")) == \
+    assert D.not_attempted("r", **_with(NOTHING, unfixable="partitioning")) == \
         ("environment:partitioning", "no fix on a running host can pass this rule")
-    assert D.not_attempted("r", **dict(NOTHING, impact="sshd", allowed=True)) is None
-    assert D.not_attempted("r", **dict(NOTHING, impact="", allowed=False)) is None
+    assert D.not_attempted("r", **_with(NOTHING, impact="sshd", allowed=True)) is None
+    assert D.not_attempted("r", **_with(NOTHING, impact="", allowed=False)) is None
     assert D.not_attempted("r", **NOTHING) is None
 
 
