@@ -37,9 +37,11 @@ MODULES = {
     "decisions": ("plugins/plugin_utils/_run/decisions.py", [RUN_TESTS + "test_decisions.py"]),
     "state": ("plugins/plugin_utils/_run/state.py", [RUN_TESTS + "test_state.py"]),
     "attempts": ("plugins/plugin_utils/attempts.py",
-                 ["tests/unit/test_attempts.py", UTILS_TESTS + "test_attempt_decisions.py", RUN_TESTS + "test_decisions.py", RUN_TESTS + "test_state.py"]),
+                 ["tests/unit/test_attempts.py", UTILS_TESTS + "test_attempt_decisions.py",
+                  RUN_TESTS + "test_decisions.py", RUN_TESTS + "test_state.py"]),
     "outcomes": ("plugins/plugin_utils/outcomes.py",
-                 ["tests/unit/test_outcomes_safety.py", UTILS_TESTS + "test_outcome_codes.py", RUN_TESTS + "test_decisions.py", RUN_TESTS + "test_state.py"]),
+                 ["tests/unit/test_outcomes_safety.py", UTILS_TESTS + "test_outcome_codes.py",
+                  RUN_TESTS + "test_decisions.py", RUN_TESTS + "test_state.py"]),
 }
 KILLED = ("ok_killed", "bad_timeout", "ok_suspicious")
 SURVIVED = ("bad_survived",)
@@ -68,7 +70,9 @@ def mutate(name: str) -> dict:
     tree = os.path.join(WORK, name)
     copy_tree(tree)
     python = os.path.join(ROOT, ".venv", "bin", "python")
-    runner = "%s -m pytest -x -q -p no:cacheprovider %s" % (python, " ".join(tests))
+    # its own --basetemp: pytest prunes old basetemp dirs of concurrent runs, a false "killed"
+    runner = "%s -m pytest -x -q -p no:cacheprovider --basetemp=%s %s" % (
+        python, os.path.join(tree, ".pytest-tmp"), " ".join(tests))
     env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1", PYTEST_DISABLE_PLUGIN_AUTOLOAD="1",
                ANSIBLE_CONFIG=os.path.join(tree, "ansible.cfg"))
     started = time.monotonic()

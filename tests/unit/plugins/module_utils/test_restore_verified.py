@@ -205,8 +205,9 @@ def test_roll_back_is_verified_only_when_the_restore_is(tmp_path):
 def test_a_module_saying_verified_with_mismatches_is_not_believed(tmp_path):
     """Bug class: a restore always claiming "verified": the plugin does not take the module's
     word when it also reports a difference."""
-    provider = LocalFiles(tmp_path / "ckpt", canned={"verified": True, "mismatches": ["/etc/a: mode 0600 != saved 0644"],
-                                                     "restored": ["/etc/a"], "checkpoint_dir": "/x/c-1"})
+    canned = {"verified": True, "mismatches": ["/etc/a: mode 0600 != saved 0644"], "restored": ["/etc/a"],
+              "checkpoint_dir": "/x/c-1"}
+    provider = LocalFiles(tmp_path / "ckpt", canned=canned)
     (tmp_path / "a").write_text("a")
     checkpoint = provider.open("c-1")
     checkpoint.cover([str(tmp_path / "a")])
