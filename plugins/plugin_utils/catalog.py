@@ -43,7 +43,7 @@ import re
 import threading
 import time
 from collections import OrderedDict
-from typing import Dict, Iterable, List, Mapping, Optional, Tuple
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
 
 from ansible_collections.scapforge.remediation.plugins.plugin_utils import deps
 from ansible_collections.scapforge.remediation.plugins.plugin_utils._content import disk_cache
@@ -209,7 +209,7 @@ class Catalog:
         self._items: Dict[str, Item] = reader.items
         self._clusters: Dict[str, List[str]] = reader.clusters
         self.rules: Dict[str, Rule] = reader.rules
-        self._profile_elems = OrderedDict(
+        self._profile_elems: Dict[str, Any] = OrderedDict(
             (p.get("id"), p) for p in benchmark.iter(T_PROFILE) if p.get("id")
         )
         self.profiles: Dict[str, str] = OrderedDict(

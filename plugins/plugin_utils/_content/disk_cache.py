@@ -66,7 +66,7 @@ def load(path: str, digest: str, kind: type) -> Optional[object]:
             catalog = pickle.load(handle)
     except Exception:  # a truncated or foreign file: parse again
         return None
-    return catalog if isinstance(catalog, kind) and catalog.sha256 == digest else None
+    return catalog if isinstance(catalog, kind) and getattr(catalog, "sha256", None) == digest else None
 
 
 def store(directory: str, path: str, catalog: object) -> None:

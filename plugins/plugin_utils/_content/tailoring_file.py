@@ -4,7 +4,7 @@ catalog resolves its profiles (``Catalog.with_tailoring``)."""
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import List, Mapping
+from typing import Any, List, Mapping
 
 from ansible_collections.scapforge.remediation.plugins.plugin_utils import deps
 from ansible_collections.scapforge.remediation.plugins.plugin_utils._content.errors import CatalogError
@@ -46,9 +46,9 @@ class TailoringChecker:
         self.clusters = clusters
         self.values = values
 
-    def profile_elems(self, root, source: str) -> "OrderedDict[str, object]":
+    def profile_elems(self, root, source: str) -> "OrderedDict[str, Any]":
         """{profile id: element} of a Tailoring root, each checked against the benchmark."""
-        elems: "OrderedDict[str, object]" = OrderedDict()
+        elems: "OrderedDict[str, Any]" = OrderedDict()
         for elem in root.findall(T_PROFILE):
             pid = elem.get("id")
             if not pid:
