@@ -108,7 +108,9 @@ def test_the_job_through_ansible_runner_on_four_hosts(lab, four_hosts, tmp_path)
     stats = [e for e in events if e["event"] == "playbook_on_stats"]
     assert len(stats) == 1
     payload = stats[0]["event_data"]["artifact_data"]
-    assert set(payload) == {"scapforge_run_id", "scapforge_summary", "scapforge_totals"}
+    assert set(payload) == {"scapforge_run_id", "scapforge_summary", "scapforge_totals", "scapforge_report"}
+    assert payload["scapforge_report"] == str(Path(payload["scapforge_summary"]).with_name("report.html"))
+    assert Path(payload["scapforge_report"]).is_file()
     assert payload["scapforge_totals"]["outcomes"] == {"escalated/llm_unavailable": 4, "remediated/verified": 8}
     assert Path(payload["scapforge_summary"]).is_file()
     size = len(json.dumps(payload, separators=(",", ":")).encode())
