@@ -385,22 +385,30 @@ def _dpkg(args: list) -> None:
     _package_names('dpkg', args, args[1:])
 
 
-def _dpkg_query(args: list) -> None:
-    actions = {'-W', '--show', '-l', '--list', '-s', '--status', '-S', '--search', '-L', '--listfiles'}
-    ops, seen, i = [], [], 0
+def _options_and_operands(tool: str, args: list, flags, takes_value, value_prefixes: tuple = (),
+                          refusal: str = 'option {} is not allowed') -> tuple:
+    """(the named flags given, in order; the operands) of ``args``. An option that takes a value
+    skips it (``-c FMT``, ``--format=FMT``); any other option is refused."""
+    seen, ops, i = [], [], 0
     while i < len(args):
         a = args[i]
-        if a in actions:
+        if a in flags:
             seen.append(a)
-        elif a in ('-f', '--showformat') and i + 1 < len(args):
+        elif a in takes_value and i + 1 < len(args):
             i += 1
-        elif a.startswith(('--showformat=', '-f=')):
+        elif value_prefixes and a.startswith(value_prefixes):
             pass
         elif a.startswith('-'):
-            _refuse('dpkg-query', args, f'option {a} is not allowed')
+            _refuse(tool, args, refusal.format(a))
         else:
             ops.append(a)
         i += 1
+    return seen, ops
+
+
+def _dpkg_query(args: list) -> None:
+    actions = {'-W', '--show', '-l', '--list', '-s', '--status', '-S', '--search', '-L', '--listfiles'}
+    seen, ops = _options_and_operands('dpkg-query', args, actions, ('-f', '--showformat'), ('--showformat=', '-f='))
     if len(seen) != 1:
         _refuse('dpkg-query', args, 'give exactly one of -W, -l, -s, -S, -L')
     _package_names('dpkg-query', args, ops)
@@ -500,20 +508,8 @@ def _grep(args: list) -> None:
 
 
 def _stat(args: list) -> None:
-    ops, i = [], 0
-    while i < len(args):
-        a = args[i]
-        if a in ('-L', '--dereference', '-t', '--terse', '-f', '--file-system'):
-            pass
-        elif a == '-c' and i + 1 < len(args):
-            i += 1
-        elif a.startswith(('--format=', '--printf=')):
-            pass
-        elif a.startswith('-'):
-            _refuse('stat', args, f'option {a} is not allowed')
-        else:
-            ops.append(a)
-        i += 1
+    _seen, ops = _options_and_operands('stat', args, ('-L', '--dereference', '-t', '--terse', '-f', '--file-system'),
+                                       ('-c',), ('--format=', '--printf='))
     _abs_paths('stat', args, ops)
 
 
@@ -543,20 +539,8 @@ _FINDMNT_VALUES = frozenset({'-o', '--output', '-t', '--types', '-O', '--options
 
 
 def _findmnt(args: list) -> None:
-    ops, i = [], 0
-    while i < len(args):
-        a = args[i]
-        if a in _FINDMNT_FLAGS:
-            pass
-        elif a in _FINDMNT_VALUES and i + 1 < len(args):
-            i += 1
-        elif a.split('=', 1)[0] in _FINDMNT_VALUES and '=' in a:
-            pass
-        elif a.startswith('-'):
-            _refuse('findmnt', args, f'option {a} is not allowed (no --poll)')
-        else:
-            ops.append(a)
-        i += 1
+    _seen, ops = _options_and_operands('findmnt', args, _FINDMNT_FLAGS, _FINDMNT_VALUES,
+                                       tuple(v + '=' for v in _FINDMNT_VALUES), 'option {} is not allowed (no --poll)')
     if len(ops) > 1:
         _refuse('findmnt', args, 'at most one mount point or device')
 

@@ -127,141 +127,179 @@ def _words_to_command(words: list) -> ShellCommand:
 
 def _shell_segments(text: str) -> tuple[list, list]:
     """Cut text into simple-command strings (quotes kept, redirections marked) and substitution texts."""
-    segments: list[str] = []
-    subs: list[str] = []
-    frames = [_Frame('top', 0)]
-    heredocs: list[tuple] = []
-    i, n = 0, len(text)
+    return _Segmenter(text).run()
 
-    def flush(fr: _Frame) -> None:
+
+class _Segmenter:
+    """One left-to-right pass over a shell text: a stack of frames (the top level, ``( )``,
+    ``$( )`` and backticks), each step consuming one token and returning where the next starts."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.segments: list[str] = []
+        self.subs: list[str] = []
+        self.frames = [_Frame('top', 0)]
+        self.heredocs: list[tuple] = []
+
+    def run(self) -> tuple[list, list]:
+        i = 0
+        while i < len(self.text):
+            fr = self.frames[-1]
+            i = self._in_double_quotes(fr, i) if fr.dq else self._step(fr, i)
+        if len(self.frames) != 1 or self.frames[0].dq:
+            raise ShellParseError('unbalanced quotes, brackets or backticks')
+        if self.heredocs:
+            raise ShellParseError('an unterminated here-document')
+        self._flush(self.frames[0])
+        return self.segments, self.subs
+
+    def _flush(self, fr: _Frame) -> None:
         seg = ''.join(fr.buf).strip()
         if seg:
-            segments.append(seg)
+            self.segments.append(seg)
         fr.buf = []
 
-    def open_sub(fr: _Frame, kind: str, start: int) -> None:
-        subs.append('')
-        fr.buf.append(f'{_SUB}{len(subs) - 1}{MARK}')
-        frames.append(_Frame(kind, start, index=len(subs) - 1))
+    def _open_sub(self, fr: _Frame, kind: str, start: int) -> None:
+        self.subs.append('')
+        fr.buf.append(f'{_SUB}{len(self.subs) - 1}{MARK}')
+        self.frames.append(_Frame(kind, start, index=len(self.subs) - 1))
 
-    def close(fr: _Frame, end: int) -> None:
-        flush(fr)
-        frames.pop()
+    def _close(self, fr: _Frame, end: int) -> None:
+        self._flush(fr)
+        self.frames.pop()
         if fr.index is not None:
-            subs[fr.index] = text[fr.start:end]
+            self.subs[fr.index] = self.text[fr.start:end]
 
-    while i < n:
-        fr = frames[-1]
+    def _in_double_quotes(self, fr: _Frame, i: int) -> int:
+        text = self.text
         c, nxt = text[i], text[i + 1:i + 2]
-        if fr.dq:
-            if c == '\\':
-                fr.buf.append(text[i:i + 2])
-                i += 2
-            elif c == '"':
-                fr.dq = False
-                fr.buf.append(c)
-                i += 1
-            elif c == '`':
-                open_sub(fr, 'bt', i + 1)
-                i += 1
-            elif c == '$' and nxt == '(':
-                open_sub(fr, 'sub', i + 2)
-                i += 2
-            else:
-                fr.buf.append(c)
-                i += 1
-            continue
+        if c == '\\':
+            return self._take(fr, text[i:i + 2], i)
+        if c == '"':
+            fr.dq = False
+            return self._take(fr, c, i)
+        if c == '`':
+            self._open_sub(fr, 'bt', i + 1)
+            return i + 1
+        if c == '$' and nxt == '(':
+            self._open_sub(fr, 'sub', i + 2)
+            return i + 2
+        return self._take(fr, c, i)
+
+    def _step(self, fr: _Frame, i: int) -> int:
+        c = self.text[i]
+        if c in "'\"\\#":
+            return self._quote_escape_or_comment(fr, i)
+        if c in '`$()':
+            return self._substitution_or_group(fr, i)
+        if c in '\n;&|':
+            return self._separator(fr, i)
+        if c == '>':
+            return self._redirect_out(fr, i)
+        if c == '<':
+            return self._redirect_in(fr, i)
+        return self._take(fr, c, i)
+
+    @staticmethod
+    def _take(fr: _Frame, piece: str, i: int) -> int:
+        """Keep ``piece`` in the current word; the next token starts after it."""
+        fr.buf.append(piece)
+        return i + len(piece)
+
+    def _quote_escape_or_comment(self, fr: _Frame, i: int) -> int:
+        text = self.text
+        c = text[i]
         if c == "'":
             j = text.find("'", i + 1)
             if j < 0:
                 raise ShellParseError('an unterminated single quote')
-            fr.buf.append(text[i:j + 1])
-            i = j + 1
-        elif c == '"':
+            return self._take(fr, text[i:j + 1], i)
+        if c == '"':
             fr.dq = True
-            fr.buf.append(c)
-            i += 1
-        elif c == '\\':
-            if nxt != '\n':
-                fr.buf.append(text[i:i + 2])
-            i += 2
-        elif c == '#' and (not fr.buf or fr.buf[-1][-1:].isspace()):
+            return self._take(fr, c, i)
+        if c == '\\':
+            if text[i + 1:i + 2] == '\n':  # a line continuation
+                return i + 2
+            return self._take(fr, text[i:i + 2], i)
+        if not fr.buf or fr.buf[-1][-1:].isspace():  # '#' starts a comment only at a word's start
             j = text.find('\n', i)
-            i = n if j < 0 else j
-        elif c == '`':
+            return len(text) if j < 0 else j
+        return self._take(fr, c, i)
+
+    def _substitution_or_group(self, fr: _Frame, i: int) -> int:
+        c, nxt = self.text[i], self.text[i + 1:i + 2]
+        if c == '`':
             if fr.kind == 'bt':
-                close(fr, i)
+                self._close(fr, i)
             else:
-                open_sub(fr, 'bt', i + 1)
-            i += 1
-        elif c == '$' and nxt == '(':
-            open_sub(fr, 'sub', i + 2)
-            i += 2
-        elif c == '(':
+                self._open_sub(fr, 'bt', i + 1)
+            return i + 1
+        if c == '$':
+            if nxt != '(':
+                return self._take(fr, c, i)
+            self._open_sub(fr, 'sub', i + 2)
+            return i + 2
+        if c == '(':
             if ''.join(fr.buf).rstrip().endswith((_W, _WDUP, _R)):  # <( ) >( ) stand in for a file name
-                open_sub(fr, 'paren', i + 1)
+                self._open_sub(fr, 'paren', i + 1)
             else:
-                flush(fr)
-                frames.append(_Frame('paren', i + 1))
-            i += 1
-        elif c == ')':
-            if fr.kind not in ('sub', 'paren'):
-                raise ShellParseError("an unbalanced ')' (case patterns are not supported)")
-            close(fr, i)
-            i += 1
-        elif c == '\n':
-            flush(fr)
-            i = _skip_heredocs(text, i + 1, heredocs)
-            heredocs = []
-        elif c == ';':
-            flush(fr)
-            i += 1
-        elif c == '&':
-            if nxt == '>':  # &> and &>>: stdout and stderr to a file
-                fr.buf.append(f' {_W} ')
-                i += 3 if text[i + 2:i + 3] == '>' else 2
-            else:
-                flush(fr)
-                i += 2 if nxt == '&' else 1
-        elif c == '|':
-            flush(fr)
-            i += 2 if nxt in ('|', '&') else 1
-        elif c == '>':
-            _strip_fd_number(fr.buf)
-            op = _WDUP if nxt == '&' else _W
-            i += 2 if nxt in ('>', '|', '&') else 1
-            fr.buf.append(f' {op} ')
-        elif c == '<':
-            _strip_fd_number(fr.buf)
-            if text.startswith('<<<', i):
-                fr.buf.append(f' {_R} ')
-                i += 3
-            elif nxt == '<':
-                i += 2
-                strip_tabs = text[i:i + 1] == '-'
-                i += 1 if strip_tabs else 0
-                m = re.match(r'[ \t]*((?:[^\s;&|<>()\'"\\]|\\.|\'[^\']*\'|"[^"]*")+)', text[i:])
-                if not m:
-                    raise ShellParseError('a here-document without a delimiter')
-                word = m.group(1)
-                heredocs.append((re.sub(r'[\'"\\]', '', word), strip_tabs, any(q in word for q in '\'"\\')))
-                fr.buf.append(f' {_R} heredoc ')
-                i += m.end()
-            elif nxt == '>':  # <> opens the file for reading and writing
-                fr.buf.append(f' {_W} ')
-                i += 2
-            else:
-                fr.buf.append(f' {_R} ')
-                i += 2 if nxt == '&' else 1
-        else:
-            fr.buf.append(c)
-            i += 1
-    if len(frames) != 1 or frames[0].dq:
-        raise ShellParseError('unbalanced quotes, brackets or backticks')
-    if heredocs:
-        raise ShellParseError('an unterminated here-document')
-    flush(frames[0])
-    return segments, subs
+                self._flush(fr)
+                self.frames.append(_Frame('paren', i + 1))
+            return i + 1
+        if fr.kind not in ('sub', 'paren'):
+            raise ShellParseError("an unbalanced ')' (case patterns are not supported)")
+        self._close(fr, i)
+        return i + 1
+
+    def _separator(self, fr: _Frame, i: int) -> int:
+        text = self.text
+        c, nxt = text[i], text[i + 1:i + 2]
+        if c == '&' and nxt == '>':  # &> and &>>: stdout and stderr to a file
+            fr.buf.append(f' {_W} ')
+            return i + (3 if text[i + 2:i + 3] == '>' else 2)
+        self._flush(fr)
+        if c == '\n':
+            i = _skip_heredocs(text, i + 1, self.heredocs)
+            self.heredocs = []
+            return i
+        if c == '&':
+            return i + (2 if nxt == '&' else 1)
+        if c == '|':
+            return i + (2 if nxt in ('|', '&') else 1)
+        return i + 1
+
+    def _redirect_out(self, fr: _Frame, i: int) -> int:
+        nxt = self.text[i + 1:i + 2]
+        _strip_fd_number(fr.buf)
+        fr.buf.append(f' {_WDUP if nxt == "&" else _W} ')
+        return i + (2 if nxt in ('>', '|', '&') else 1)
+
+    def _redirect_in(self, fr: _Frame, i: int) -> int:
+        text = self.text
+        nxt = text[i + 1:i + 2]
+        _strip_fd_number(fr.buf)
+        if text.startswith('<<<', i):
+            fr.buf.append(f' {_R} ')
+            return i + 3
+        if nxt == '<':
+            return self._heredoc(fr, i + 2)
+        if nxt == '>':  # <> opens the file for reading and writing
+            fr.buf.append(f' {_W} ')
+            return i + 2
+        fr.buf.append(f' {_R} ')
+        return i + (2 if nxt == '&' else 1)
+
+    def _heredoc(self, fr: _Frame, i: int) -> int:
+        text = self.text
+        strip_tabs = text[i:i + 1] == '-'
+        i += 1 if strip_tabs else 0
+        m = re.match(r'[ \t]*((?:[^\s;&|<>()\'"\\]|\\.|\'[^\']*\'|"[^"]*")+)', text[i:])
+        if not m:
+            raise ShellParseError('a here-document without a delimiter')
+        word = m.group(1)
+        self.heredocs.append((re.sub(r'[\'"\\]', '', word), strip_tabs, any(q in word for q in '\'"\\')))
+        fr.buf.append(f' {_R} heredoc ')
+        return i + m.end()
 
 
 def _strip_fd_number(buf: list) -> None:
