@@ -58,21 +58,22 @@ def children_cpu():
     return usage.ru_utime + usage.ru_stime
 
 
-def run_once(lab, names, rules, workdir, env=None):
-    """Boot ``names`` fresh, run the main job over them with forks = len(names), in ``env``
-    (default os.environ); its figures."""
+def run_once(lab, names, rules, workdir, env=None, root=ROOT, label=None):
+    """Boot ``names`` fresh, run the main job of the checkout at ``root`` over them with
+    forks = len(names), in ``env`` (default os.environ); its figures."""
+    label = label or str(len(names))
     for name in names:
         lab.stop(name)
     hosts = lab.start(names)
-    inventory = str(lab.write_inventory(os.path.join(workdir, "inventory-%d.yml" % len(names)), hosts))
-    runs_dir = os.path.join(workdir, "runs-%d" % len(names))
+    inventory = str(lab.write_inventory(os.path.join(workdir, "inventory-%s.yml" % label), hosts))
+    runs_dir = os.path.join(workdir, "runs-%s" % label)
     argv = ["ansible-playbook", "playbooks/remediate.yml", "-i", inventory, "-l", ",".join(names),
             "--forks", str(len(names)),
             "-e", json.dumps({"scapforge_rules": rules, "scapforge_runs_dir": runs_dir,
-                              "scapforge_memory_path": os.path.join(workdir, "memory-%d" % len(names))})]
+                              "scapforge_memory_path": os.path.join(workdir, "memory-%s" % label)})]
     cpu_before, started = children_cpu(), time.monotonic()
-    with open(os.path.join(workdir, "fleet-%d.log" % len(names)), "w") as log:
-        proc = subprocess.run(argv, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env)
+    with open(os.path.join(workdir, "fleet-%s.log" % label), "w") as log:
+        proc = subprocess.run(argv, cwd=root, stdout=log, stderr=subprocess.STDOUT, env=env)
     wall, cpu = time.monotonic() - started, children_cpu() - cpu_before
     with open(os.path.join(runs_dir, "latest", "summary.json")) as handle:
         summary = json.load(handle)

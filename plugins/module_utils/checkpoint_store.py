@@ -147,26 +147,15 @@ def lstat_at(dir_fd, name):
         raise
 
 
+_KINDS = ((stat.S_ISREG, "file"), (stat.S_ISDIR, "dir"), (stat.S_ISLNK, "symlink"), (stat.S_ISFIFO, "fifo"),
+          (stat.S_ISSOCK, "socket"), (stat.S_ISCHR, "character device"), (stat.S_ISBLK, "block device"))
+
+
 def kind_of(st):
     """'absent', 'file', 'dir', 'symlink', or the name of a special kind."""
     if st is None:
         return "absent"
-    mode = st.st_mode
-    if stat.S_ISREG(mode):
-        return "file"
-    if stat.S_ISDIR(mode):
-        return "dir"
-    if stat.S_ISLNK(mode):
-        return "symlink"
-    if stat.S_ISFIFO(mode):
-        return "fifo"
-    if stat.S_ISSOCK(mode):
-        return "socket"
-    if stat.S_ISCHR(mode):
-        return "character device"
-    if stat.S_ISBLK(mode):
-        return "block device"
-    return "special file"
+    return next((name for test, name in _KINDS if test(st.st_mode)), "special file")
 
 
 def open_file_at(dir_fd, name, st):

@@ -185,15 +185,11 @@ notes:
     (the timer or process survived the cancel)."
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - scapforge.remediation.attributes
 attributes:
   check_mode:
-    support: full
     details: save, restore and discard change nothing and say what they would do; restore
       returns the differences between the host and the checkpoint in RV(mismatches).
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
 """
 
 EXAMPLES = r"""

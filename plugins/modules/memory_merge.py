@@ -42,14 +42,10 @@ options:
     default: 120
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - scapforge.remediation.attributes
 attributes:
   check_mode:
-    support: full
     details: The merge runs on an in-memory copy of O(dest); the counts say what would be added.
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
 notes:
   - The same merge from a shell - C(.venv/bin/python tools/lessons.py merge SRC DEST).
 seealso:

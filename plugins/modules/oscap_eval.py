@@ -146,13 +146,7 @@ notes:
     running systemd, service_*_enabled rules of the SSG Debian 12 content return V(error)."
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
+  - scapforge.remediation.attributes
 seealso:
   - name: OpenSCAP user manual
     description: How C(oscap xccdf eval) selects profiles and rules.

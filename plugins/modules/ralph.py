@@ -104,15 +104,6 @@ options:
     type: list
     elements: dict
     default: []
-  allow_access_impacting:
-    description: Access-impacting rules the user allows to run; C(all) allows every one.
-    type: list
-    elements: str
-    default: []
-  health_check:
-    description: After every applied fix, log in afresh and escalate; stop the host if that fails.
-    type: bool
-    default: true
   rescan:
     description: Work the rules that fail in the rescan and were not failing at baseline.
     type: bool
@@ -145,149 +136,15 @@ options:
     description: One line naming the benchmark and platform, shown to the agents; empty means the skill's description.
     type: str
     default: ""
-  llm_base_url:
-    description:
-      - Base URL of an OpenAI-compatible endpoint (vLLM, Ollama, llama.cpp server, OpenAI), for
-        example C(http://127.0.0.1:8000/v1). Unset means no agents - rules the vendor fix does
-        not remediate end with its reason, rules without one with C(llm_unavailable).
-      - An endpoint that is not loopback or a private address is refused unless O(llm_allow_remote).
-    type: str
-  llm_model:
-    description: Model name the endpoint serves.
-    type: str
-  llm_api_key:
-    description:
-      - API key (never logged); unset means the environment variable C(SCAPFORGE_LLM_API_KEY), then C(OPENAI_API_KEY).
-    type: str
-  llm_timeout:
-    description: Seconds one model call may take; 429, 5xx and connection errors are retried with backoff.
-    type: float
-    default: 120
-  llm_allow_remote:
-    description: Allow an endpoint outside loopback and private addresses (data leaves the network).
-    type: bool
-    default: false
-  llm_prompts:
-    description: Controller paths of Jinja2 templates replacing the skill's, keyed C(architect), C(worker), C(reflector).
-    type: dict
-    default: {}
-  llm_max_attempts:
-    description: Worker attempts per rule (reason C(attempt_budget)); 0 means no limit.
-    type: int
-    default: 5
-  llm_max_probes:
-    description: Read-only probes per rule (reason C(probe_budget)).
-    type: int
-    default: 6
-  llm_rule_seconds:
-    description: Seconds per rule in the Worker phase (reason C(rule_time_budget)).
-    type: float
-    default: 900
-  llm_rule_tokens:
-    description: Tokens per rule, all agents (reason C(rule_token_budget)).
-    type: int
-    default: 60000
-  llm_run_tokens:
-    description: Tokens per run over all hosts, counted in C(llm_usage.json) of the run directory (reason C(run_token_budget)); 0 means none.
-    type: int
-    default: 2000000
-  llm_max_tokens:
-    description:
-      - The most tokens one answer may take (C(max_tokens) of each call). A small model left
-        unbounded can repeat itself to the end of its context, minutes per call.
-    type: int
-    default: 2000
-  memory_path:
-    description:
-      - Controller directory of the lesson store (one TinyDB JSON file per table, written atomically
-        under a file lock, shared by the forks of a run and by runs that follow).
-      - Under AWX / Automation Controller each job runs in a container that is thrown away - give
-        a path on a persistent volume mounted into the execution environment, or memory starts
-        empty every job.
-    type: path
-    default: ~/.scapforge/memory
-  memory_mode:
-    description:
-      - One of C(off), C(shadow), C(inject) (checked by the action plugin, since the type is raw).
-      - C(off) - no memory; C(shadow) - select lessons and log what would have been shown or decided,
-        change nothing; C(inject) - show the selected lessons to the Architect and the Worker and act
-        on proven ones (classify a rule from a caution, skip a vendor fix known to fail on hosts
-        like this one, try tasks that verified before).
-      - An unquoted C(off) in YAML is the boolean false, which means C(off) too.
-    type: raw
-    default: inject
-  memory_retry:
-    description: Work rules again that memory would decide at once (tasks that verified are still tried first).
-    type: bool
-    default: false
-  health_commands:
-    description:
-      - Shell commands (run as root on the host) that must exit 0 after every attempt, on top of the
-        built-in checks (a fresh login with become, C(sshd -t), C(visudo -c), the package database,
-        systemd units that were active before the run and failed since, login shells, owner and mode
-        of the account and sudoers files). A check that already failed before the run is reported,
-        not held against an attempt.
-    type: list
-    elements: str
-    default: []
-  deadman_seconds:
-    description:
-      - Before an attempt first changes something the controller's access depends on (sshd, PAM,
-        sudoers, accounts, network, firewall), a timer on the host restores its checkpoint by itself
-        after this many seconds unless the controller, logged in afresh, confirms the host healthy
-        and cancels it. 0 turns the switch off.
-    type: int
-    default: 600
-  allow_reboot:
-    description:
-      - A vendor fix whose XCCDF metadata says C(reboot) and whose rule still fails once it ran
-        cleanly ends C(deferred) with reason C(reboot_required) (it is not rolled back).
-      - With V(true), after the Worker phase and before the final scan, the host is rebooted once
-        (C(ansible.builtin.reboot), up to 600 seconds to come back) and exactly those rules are
-        verified again in one OpenSCAP call, C(remediated)/C(verified_after_reboot) when they pass,
-        C(escalated)/C(fix_ineffective_after_reboot) when they still fail. A host that does not
-        come back is stopped. Never in check mode.
-      - With V(false) they stay deferred, and the host report's C(reboot_required) lists them.
-    type: bool
-    default: false
-  checkpoint_provider:
-    description:
-      - How an attempt is saved and undone. C(files) (default) saves on the host every file its tasks
-        can touch, with owner, mode, ACLs, extended attributes and SELinux context, and verifies the
-        restore byte for byte; its dead-man switch protects access-touching attempts. C(command) runs
-        your snapshot / restore / verify commands on the host (LVM, a cloud API); C(lab) resets a
-        lab host's overlay (undoing every earlier fix too).
-    type: str
-    choices: [files, command, lab]
-    default: files
-  checkpoint_options:
-    description:
-      - Options of the provider. C(files) - C(root) (default C(/var/lib/scapforge/checkpoints)),
-        C(max_file_bytes), C(max_total_bytes), C(max_entries). C(command) - C(snapshot), C(restore),
-        C(verify) (required; C({id}) and C({host}) are replaced), C(discard), C(timeout), C(become).
-        C(lab) - C(restore_command), C(snapshot_command), C(cwd), C(timeout).
-    type: dict
-    default: {}
-  allow_controller:
-    description:
-      - Work on a host that is the controller itself (a C(local) connection, or the same machine id).
-        Refused by default with reason C(controller), before anything runs.
-    type: bool
-    default: false
-  llm_review_every:
-    description: Failed attempts between two Architect reviews (a plateau, the same failure twice, also triggers one).
-    type: int
-    default: 3
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - scapforge.remediation.attributes
+  - scapforge.remediation.llm
+  - scapforge.remediation.memory
+  - scapforge.remediation.safety
 attributes:
   check_mode:
-    support: full
     details: Scans and reports the plan (which rules, which tasks of their fixes); changes nothing.
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
 notes:
   - Requires ansible-core 2.19 or later, whose templating does not render untrusted strings.
   - The host needs Python 3.9+ and the C(oscap) command (package openscap-scanner).
@@ -385,15 +242,12 @@ run_dir:
   type: str
 """
 
-from ansible.module_utils.basic import AnsibleModule  # noqa: E402
+from ansible_collections.scapforge.remediation.plugins.module_utils.action_only import fail_without_action  # noqa: E402
 from ansible_collections.scapforge.remediation.plugins.module_utils.ralph_options import ARGUMENT_SPEC  # noqa: E402
 
 
 def main():
-    """Only reached when the action plugin is missing: the loop runs on the controller."""
-    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
-    module.fail_json(msg="scapforge.remediation.ralph runs as an action plugin on the controller; "
-                         "its action plugin was not found")
+    fail_without_action(ARGUMENT_SPEC, "scapforge.remediation.ralph")
 
 
 if __name__ == "__main__":

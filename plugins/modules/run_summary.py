@@ -52,13 +52,7 @@ options:
     type: path
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
+  - scapforge.remediation.attributes
 """
 
 EXAMPLES = r"""
@@ -118,15 +112,12 @@ summary_lines:
   elements: str
 """
 
-from ansible.module_utils.basic import AnsibleModule  # noqa: E402
+from ansible_collections.scapforge.remediation.plugins.module_utils.action_only import fail_without_action  # noqa: E402
 from ansible_collections.scapforge.remediation.plugins.module_utils.run_summary_options import ARGUMENT_SPEC  # noqa: E402
 
 
 def main():
-    """Only reached when the action plugin is missing: the summary is written on the controller."""
-    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
-    module.fail_json(msg="scapforge.remediation.run_summary runs as an action plugin on the controller; "
-                         "its action plugin was not found")
+    fail_without_action(ARGUMENT_SPEC, "scapforge.remediation.run_summary")
 
 
 if __name__ == "__main__":

@@ -206,15 +206,21 @@ def lessons_text(block: str | None) -> str | None:
     return fence(block, "memory", "lessons") if block else None
 
 
-def worker_sections(catalog, rule_id: str, profile_id: str, item, evidence: dict | None,
-                    probe_outputs: t.Sequence[str], lessons: str | None = None) -> tuple[list[Section], list[str]]:
-    """The Worker's sections: rule text, Values, OVAL evidence, vendor fix, history, lessons
-    from earlier runs and hosts (seed 000 fixes 2-5), probes."""
-    return build([
+def _rule_sections(catalog, rule_id: str, profile_id: str, item, evidence: dict | None) -> list:
+    """What both agents read first: the rule, its Values, why OpenSCAP fails it, the content's fix."""
+    return [
         ("rule", "The rule (XCCDF, from the SCAP content)", lambda: rule_text(catalog, rule_id, profile_id)),
         ("values", "XCCDF Values of the profile for this rule", lambda: values_text(catalog, rule_id, profile_id)),
         ("evidence", "Why OpenSCAP fails the rule now (OVAL evidence from the host)", lambda: evidence_text(evidence)),
         ("vendor_fix", "The content's own fix", lambda: vendor_text(catalog, rule_id, profile_id, item)),
+    ]
+
+
+def worker_sections(catalog, rule_id: str, profile_id: str, item, evidence: dict | None,
+                    probe_outputs: t.Sequence[str], lessons: str | None = None) -> tuple[list[Section], list[str]]:
+    """The Worker's sections: rule text, Values, OVAL evidence, vendor fix, history, lessons
+    from earlier runs and hosts (seed 000 fixes 2-5), probes."""
+    return build(_rule_sections(catalog, rule_id, profile_id, item, evidence) + [
         ("history", "Attempts on this rule so far", lambda: history_text(item)),
         ("lessons", "What earlier runs on hosts like this one proved", lambda: lessons_text(lessons)),
         ("probes", "Probe results (read on the host for you)",
@@ -226,11 +232,7 @@ def architect_sections(catalog, rule_id: str, profile_id: str, item, evidence: d
                        lessons: str | None = None) -> tuple[list[Section], list[str]]:
     """The Architect's sections: rule text, Values, OVAL evidence, vendor fix, every attempt
     and reflection (seed 001: the full episodic memory of this rule), lessons from earlier runs."""
-    return build([
-        ("rule", "The rule (XCCDF, from the SCAP content)", lambda: rule_text(catalog, rule_id, profile_id)),
-        ("values", "XCCDF Values of the profile for this rule", lambda: values_text(catalog, rule_id, profile_id)),
-        ("evidence", "Why OpenSCAP fails the rule now (OVAL evidence from the host)", lambda: evidence_text(evidence)),
-        ("vendor_fix", "The content's own fix", lambda: vendor_text(catalog, rule_id, profile_id, item)),
+    return build(_rule_sections(catalog, rule_id, profile_id, item, evidence) + [
         ("history", "Every attempt and reflection so far", lambda: history_text(item)),
         ("lessons", "What earlier runs on hosts like this one proved", lambda: lessons_text(lessons)),
     ])

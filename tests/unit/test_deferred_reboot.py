@@ -7,6 +7,8 @@ import types
 
 import pytest
 
+import module_docs
+
 from ansible_collections.scapforge.remediation.plugins.plugin_utils import attempts as A
 from ansible_collections.scapforge.remediation.plugins.plugin_utils import outcomes, skills, task_gate
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.executor import LOOP_ACTIONS, TaskListExecutor
@@ -225,8 +227,7 @@ def test_allow_reboot_flows_from_the_role_to_the_loop_as_deadman_seconds_does():
                 and n.targets[0].id in ("DOCUMENTATION", "ARGUMENT_SPEC", "_PASSED_AS_IS")}
 
     action = dict(constants("plugins/action/ralph.py"), **constants("plugins/module_utils/ralph_options.py"))
-    module = constants("plugins/modules/ralph.py")
-    docs = yaml.safe_load(module["DOCUMENTATION"])["options"]
+    docs = module_docs.options("ralph")
     assert set(docs) == set(action["ARGUMENT_SPEC"])  # the documentation parses and names every option
     assert docs["allow_reboot"]["default"] is False and action["ARGUMENT_SPEC"]["allow_reboot"]["default"] is False
     assert "allow_reboot" in action["_PASSED_AS_IS"] and LoopOptions(datastream="d", profile="p").allow_reboot is False

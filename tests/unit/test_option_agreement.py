@@ -16,6 +16,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+import module_docs
+
 from ansible_collections.scapforge.remediation.plugins.module_utils.ralph_options import ARGUMENT_SPEC
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -35,10 +37,7 @@ PLAIN = re.compile(r"^\{\{\s*(scapforge_\w+)\s*(or omit\s*)?\}\}$")
 
 
 def _docs_options() -> dict:
-    tree = ast.parse((ROOT / "plugins" / "modules" / "ralph.py").read_text())
-    text = next(ast.literal_eval(n.value) for n in tree.body if isinstance(n, ast.Assign)
-                and isinstance(n.targets[0], ast.Name) and n.targets[0].id == "DOCUMENTATION")
-    return yaml.safe_load(text)["options"]
+    return module_docs.options("ralph")
 
 
 def _role_spec() -> dict:
@@ -138,10 +137,7 @@ def test_computed_options_still_exist(option):
 
 
 def _summary_docs() -> dict:
-    tree = ast.parse((ROOT / "plugins" / "modules" / "run_summary.py").read_text())
-    text = next(ast.literal_eval(n.value) for n in tree.body if isinstance(n, ast.Assign)
-                and isinstance(n.targets[0], ast.Name) and n.targets[0].id == "DOCUMENTATION")
-    return yaml.safe_load(text)["options"]
+    return module_docs.options("run_summary")
 
 
 def test_run_summary_documentation_spec_and_role_agree():

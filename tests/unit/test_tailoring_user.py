@@ -23,6 +23,7 @@ from ansible_collections.scapforge.remediation.plugins.plugin_utils._run import 
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.tailoring import build_tailoring
 
 from test_tailoring import debian12_datastream
+import module_docs
 
 X = "{%s}" % XCCDF12_NS
 RULE = "xccdf_org.ssgproject.content_rule_"
@@ -273,8 +274,7 @@ def test_options_flow_from_the_role_to_the_loop():
     assert action["ARGUMENT_SPEC"]["tailoring_src"] == {"type": "path"}
     assert "tailoring_src" in action["_PASSED_AS_IS"]
     assert "tailoring_src" in {f.name for f in dataclasses.fields(LoopOptions)}
-    module = _assignments(os.path.join(root, "plugins", "modules", "ralph.py"))
-    assert yaml.safe_load(module["DOCUMENTATION"])["options"]["tailoring_src"]["type"] == "path"
+    assert module_docs.options("ralph")["tailoring_src"]["type"] == "path"
     with open(os.path.join(root, "roles", "remediate", "defaults", "main.yml")) as handle:
         assert yaml.safe_load(handle)["scapforge_tailoring_src"] == ""
     with open(os.path.join(root, "roles", "remediate", "meta", "argument_specs.yml")) as handle:

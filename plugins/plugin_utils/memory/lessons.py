@@ -397,8 +397,21 @@ def first_refusal(record: t.Any) -> R.Refusal | None:
 
 
 # ----------------------------------------------------------------------------- documents
+class _StoredDoc:
+    """A dataclass kept as a TinyDB document: keys it does not know (written by a newer
+    version) are dropped when read back."""
+
+    def to_doc(self) -> dict:
+        return dataclasses.asdict(self)  # type: ignore[call-overload]
+
+    @classmethod
+    def from_doc(cls, doc: t.Mapping):
+        names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+        return cls(**{k: v for k, v in dict(doc).items() if k in names})
+
+
 @dataclasses.dataclass
-class Evidence:
+class Evidence(_StoredDoc):
     """One evidence row (table ``evidence``), unique over (lesson, source_kind, source_id).
 
     lesson: the lesson id; source_kind: ``outcome`` (a rule's outcome), ``attempt`` (an
@@ -427,13 +440,6 @@ class Evidence:
     def key(self) -> tuple[str, str, str]:
         return (self.lesson, self.source_kind, self.source_id)
 
-    def to_doc(self) -> dict:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_doc(cls, doc: t.Mapping) -> "Evidence":
-        names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in dict(doc).items() if k in names})
 
 
 def evidence_key(doc: t.Mapping) -> tuple[str, str, str]:
@@ -442,7 +448,7 @@ def evidence_key(doc: t.Mapping) -> tuple[str, str, str]:
 
 
 @dataclasses.dataclass
-class Lesson:
+class Lesson(_StoredDoc):
     """One lesson row (table ``lessons``), as the memory contract gives it.
 
     id ("L" + 12 hex of dedupe_key); kind (:data:`KINDS`); status (:data:`STATUSES`); scope
@@ -479,13 +485,6 @@ class Lesson:
     credit: float | None = None
     utility: float | None = None
 
-    def to_doc(self) -> dict:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_doc(cls, doc: t.Mapping) -> "Lesson":
-        names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in dict(doc).items() if k in names})
 
 
 def confidence_for(status: str, credit: float | None = None) -> float:
