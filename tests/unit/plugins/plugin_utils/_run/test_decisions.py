@@ -251,3 +251,6 @@ def test_an_unhealthy_batch_is_never_treated_as_healthy():
     assert D.batch_verdict(False, [False, True], True) == "stop"
     assert D.batch_verdict(False, [True, True], False) == "stop"
     assert D.batch_verdict(False, [False], False) == "stop"
+    # nothing needed restoring: the verdict rests on the host's health after (all([]) is True, any([]) is not)
+    assert D.batch_verdict(False, [], True) == "bisect"
+    assert D.batch_verdict(False, [], False) == "stop"
