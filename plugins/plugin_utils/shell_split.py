@@ -396,21 +396,16 @@ def _unwrap(name: str, args: list) -> tuple[list, dict]:
 def _shell_script(args: list) -> tuple[str | None, bool]:
     """For ``sh ARGS``: (the -c command string or None, whether a script file operand is given)."""
     has_c = False
-    i = 0
-    while i < len(args):
-        tok = args[i]
+    rest = list(args)
+    while rest and rest[0][:1] in ('-', '+') and len(rest[0]) > 1:
+        tok = rest.pop(0)
         if tok == '--':
-            i += 1
             break
-        if tok[:1] in ('-', '+') and len(tok) > 1:
-            has_c = has_c or 'c' in tok[1:]
-            if tok[-1] in 'oO' and tok[0] in '-+':  # -o OPTION / -O SHOPT take a value
-                i += 1
-            i += 1
-            continue
-        break
-    if i < len(args):
-        return (args[i], False) if has_c else (None, True)
+        has_c = has_c or 'c' in tok[1:]
+        if tok[-1] in 'oO' and rest:  # -o OPTION / -O SHOPT take a value
+            rest.pop(0)
+    if rest:
+        return (rest[0], False) if has_c else (None, True)
     return None, False
 
 
