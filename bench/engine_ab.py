@@ -71,8 +71,8 @@ def main(argv=None):
     print("|---|---|---|---|---|---|")
     for name in sides:
         m = medians[name]
-        print("| %s | %s | %.1f | %.1f | %.2f | %d |" % (name, result["revisions"][name], m["wall_s"],
-                                                        m["controller_cpu_s"], m["cpu_per_fix_s"], m["fixes_applied"]))
+        print("| %s | %s | %.1f | %.1f | %.2f | %d |" % (
+            name, result["revisions"][name], m["wall_s"], m["controller_cpu_s"], m["cpu_per_fix_s"], m["fixes_applied"]))
     print("head / baseline: wall %(wall_s)sx, controller CPU %(controller_cpu_s)sx, CPU per fix %(cpu_per_fix_s)sx"
           % result["ratio"])
     os.makedirs(os.path.join(ROOT, "bench", "results"), exist_ok=True)

@@ -9,7 +9,6 @@ computes instead of passing through.
 
 from __future__ import annotations
 
-import ast
 import re
 from pathlib import Path
 

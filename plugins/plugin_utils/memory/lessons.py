@@ -441,7 +441,6 @@ class Evidence(_StoredDoc):
         return (self.lesson, self.source_kind, self.source_id)
 
 
-
 def evidence_key(doc: t.Mapping) -> tuple[str, str, str]:
     """(lesson, source_kind, source_id) of an evidence document."""
     return (doc.get("lesson"), doc.get("source_kind"), doc.get("source_id"))
@@ -484,7 +483,6 @@ class Lesson(_StoredDoc):
     pattern: str | None = None
     credit: float | None = None
     utility: float | None = None
-
 
 
 def confidence_for(status: str, credit: float | None = None) -> float:
