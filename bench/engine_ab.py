@@ -37,8 +37,10 @@ def revision(root):
 
 
 def side_env(root):
-    """os.environ with Ansible's configuration (and so its collection path) taken from ``root``."""
-    return dict(os.environ, ANSIBLE_CONFIG=os.path.join(root, "ansible.cfg"))
+    """os.environ with Ansible's configuration (and so its collection path) taken from ``root``,
+    and this interpreter's bin directory (the venv's ansible-playbook) first on PATH."""
+    path = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])
+    return dict(os.environ, ANSIBLE_CONFIG=os.path.join(root, "ansible.cfg"), PATH=path)
 
 
 def main(argv=None):
