@@ -37,10 +37,10 @@ MODULES = {
     "decisions": ("plugins/plugin_utils/_run/decisions.py", [RUN_TESTS + "test_decisions.py"]),
     "state": ("plugins/plugin_utils/_run/state.py", [RUN_TESTS + "test_state.py"]),
     "attempts": ("plugins/plugin_utils/attempts.py",
-                 ["tests/unit/test_attempts.py", UTILS_TESTS + "test_attempt_decisions.py",
+                 [UTILS_TESTS + "test_attempts.py", UTILS_TESTS + "test_attempt_decisions.py",
                   RUN_TESTS + "test_decisions.py", RUN_TESTS + "test_state.py"]),
     "outcomes": ("plugins/plugin_utils/outcomes.py",
-                 ["tests/unit/test_outcomes_safety.py", UTILS_TESTS + "test_outcome_codes.py",
+                 [UTILS_TESTS + "test_outcomes_safety.py", UTILS_TESTS + "test_outcome_codes.py",
                   RUN_TESTS + "test_decisions.py", RUN_TESTS + "test_state.py"]),
 }
 KILLED = ("ok_killed", "bad_timeout", "ok_suspicious")

@@ -17,7 +17,7 @@ vLLM without a reasoning parser put it in the content) is dropped first.
 YAML is read with ``yaml.safe_load`` only (libyaml's CSafeLoader when present); YAML
 anchors/aliases are refused (an alias bomb would expand when the answer is walked). Every
 failure is an ``AnswerError`` (a ValueError) whose message says what was wrong; nothing
-else is raised, whatever the text (fuzzed with Hypothesis in tests/unit/test_answers.py).
+else is raised, whatever the text (fuzzed with Hypothesis in tests/unit/plugins/plugin_utils/test_answers.py).
 
 The typed readers (``parse_worker``, ``parse_architect``, ``parse_reflector``) take the text
 or an already-decoded mapping and ignore keys they do not know.

@@ -19,7 +19,7 @@ OUTCOMES = (REMEDIATED, ESCALATED, SKIPPED, DEFERRED)
 
 #: reason code -> (outcome it belongs to, what it means). ``environment:<kind>`` codes are
 #: open-ended in their kind and belong to ``escalated`` (see ``environment_reason``).
-#: README.md's table shows the same list (tests/unit/test_outcomes_safety.py compares them).
+#: README.md's table shows the same list (tests/unit/plugins/plugin_utils/test_outcomes_safety.py compares them).
 REASONS: dict[str, tuple[str, str]] = {
     "verified": (REMEDIATED, "the fix ran and OpenSCAP now reports pass for the rule"),
     "verified_after_reboot": (REMEDIATED, "the fix's metadata says reboot; after the host rebooted "

@@ -1,5 +1,5 @@
 """Skills as validated plug-ins (issue 8): the loader, the two skills against the real SSG 0.1.76
-datastreams the lab keeps (tests/unit/test_catalog.py pins their sha256), ordering, and hooks."""
+datastreams the lab keeps (tests/unit/plugins/plugin_utils/test_catalog.py pins their sha256), ordering, and hooks."""
 
 import dataclasses
 import shutil

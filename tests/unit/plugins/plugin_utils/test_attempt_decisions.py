@@ -1,7 +1,7 @@
 """The attempt state machine (plugins/plugin_utils/attempts.py) pinned value by value: the
 records' defaults, what an attempt says about itself (detail, notes, log entry, failure
 signature), judging and the reboot's verdict, rollback, plateau and review cadence, the
-Architect's review and the next step. tests/unit/test_attempts.py tells the stories; these
+Architect's review and the next step. tests/unit/plugins/plugin_utils/test_attempts.py tells the stories; these
 tests fix the edges ``make mutation`` found unguarded."""
 
 import dataclasses

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from ansible_collections.scapforge.remediation.plugins.module_utils import oscap_results as o
 
-STDERR = Path(__file__).resolve().parents[1] / "fixtures" / "oscap" / "stderr"
+STDERR = Path(__file__).resolve().parents[3] / "fixtures" / "oscap" / "stderr"
 DS = "/ds/missing.xml"
 
 

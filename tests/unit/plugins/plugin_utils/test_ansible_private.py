@@ -15,7 +15,7 @@ from packaging.specifiers import SpecifierSet
 
 from ansible_collections.scapforge.remediation.plugins.plugin_utils import ansible_private
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[4]
 PLUGINS = ROOT / "plugins"
 
 

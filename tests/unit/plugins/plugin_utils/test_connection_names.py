@@ -95,7 +95,7 @@ print(json.dumps({"current": current._load_name, "fresh_module": type(fresh).__m
 
 
 def test_under_mitogen_a_fresh_login_check_loads_ansibles_own_ssh_without_multiplexing():
-    collections = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", ".collections")
+    collections = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "..", ".collections")
     proc = subprocess.run([sys.executable, "-c", FRESH_UNDER_MITOGEN, collections],
                           capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -63,7 +63,7 @@ def test_readme_table_lists_exactly_the_reason_codes():
     import os
     import re
 
-    readme = open(os.path.join(os.path.dirname(__file__), "..", "..", "README.md"), encoding="utf-8").read()
+    readme = open(os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", "README.md"), encoding="utf-8").read()
     rows = re.findall(r"^\| (remediated|escalated|skipped|deferred) \| ([a-z_:&;<>]+) \|", readme, re.M)
     table = {reason: outcome for outcome, reason in rows if not reason.startswith("environment:")}
     assert table == {reason: outcome for reason, (outcome, _meaning) in outcomes.REASONS.items()}

@@ -218,7 +218,7 @@ def test_allow_reboot_flows_from_the_role_to_the_loop_as_deadman_seconds_does():
 
     import yaml
 
-    root = pathlib.Path(__file__).resolve().parents[2]
+    root = pathlib.Path(__file__).resolve().parents[4]
 
     def constants(path):  # module-level literals, read without importing the plugin
         tree = ast.parse((root / path).read_text())

@@ -11,7 +11,7 @@ import pytest
 
 from ansible_collections.scapforge.remediation.plugins.module_utils import oval_evidence as ev
 
-FIX = Path(__file__).resolve().parents[1] / "fixtures" / "oscap" / "oval"
+FIX = Path(__file__).resolve().parents[3] / "fixtures" / "oscap" / "oval"
 R = "xccdf_org.ssgproject.content_rule_"
 OVAL_FILE = "ssg-debian12-oval.xml.result.xml"
 FAILING = [

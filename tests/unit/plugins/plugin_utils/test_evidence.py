@@ -14,7 +14,7 @@ import pytest
 
 from ansible_collections.scapforge.remediation.plugins.plugin_utils import evidence
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[4]
 
 
 @pytest.fixture()

@@ -6,14 +6,14 @@ from pathlib import Path
 
 import pytest
 
-FIX = Path(__file__).resolve().parents[1] / "fixtures" / "oscap"
+FIX = Path(__file__).resolve().parents[3] / "fixtures" / "oscap"
 R = "xccdf_org.ssgproject.content_rule_"
 P = "xccdf_org.ssgproject.content_profile_anssi_bp28_high"
 
 
 @pytest.fixture(scope="module")
 def mod():
-    path = Path(__file__).resolve().parents[2] / "plugins" / "modules" / "oscap_eval.py"
+    path = Path(__file__).resolve().parents[4] / "plugins" / "modules" / "oscap_eval.py"
     spec = importlib.util.spec_from_file_location("scapforge_oscap_eval_parts", str(path))
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

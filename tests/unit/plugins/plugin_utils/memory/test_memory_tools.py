@@ -25,7 +25,7 @@ from ansible_collections.scapforge.remediation.plugins.plugin_utils.memory.error
     MemoryCorrupt, MemorySchemaError, MemoryStoreError)
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.memory.store import MemoryStore
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))))
 PYTHON = os.path.join(ROOT, ".venv", "bin", "python")
 ANSIBLE = os.path.join(ROOT, ".venv", "bin", "ansible")
 CLI = os.path.join(ROOT, "tools", "lessons.py")

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from ansible_collections.scapforge.remediation.plugins.module_utils import oscap_results as o
 
-FIX = Path(__file__).resolve().parents[1] / "fixtures" / "oscap"
+FIX = Path(__file__).resolve().parents[3] / "fixtures" / "oscap"
 R = o.SSG_RULE_PREFIX
 PROFILE = "xccdf_org.ssgproject.content_profile_anssi_bp28_high"
 DS = "/usr/share/xml/scap/ssg/content/ssg-debian12-ds.xml"
@@ -288,7 +288,7 @@ def test_result_classes_cover_all_nine_values():
 
 
 def _load_module():
-    path = Path(__file__).resolve().parents[2] / "plugins" / "modules" / "oscap_eval.py"
+    path = Path(__file__).resolve().parents[4] / "plugins" / "modules" / "oscap_eval.py"
     spec = importlib.util.spec_from_file_location("scapforge_oscap_eval_module", str(path))
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
