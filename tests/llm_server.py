@@ -72,6 +72,11 @@ def _error_body(status: int, message: str, kind: str = "server_error") -> dict:
     return {"error": {"message": message, "type": kind, "code": status}}
 
 
+def _system_is(body: dict, agent: str) -> bool:
+    """The request's system prompt is ``agent``'s (``You are the <agent>``)."""
+    return str(body["messages"][0]["content"]).startswith("You are the %s" % agent)
+
+
 class _QuickStopServer(HTTPServer):
     """HTTPServer whose stop() returns in ~0.05 s instead of werkzeug's 0.5 s poll."""
 
@@ -114,6 +119,17 @@ class ScriptedLLM:
             raise ValueError("times must be at least 1 (or None for always)")
         with self._lock:
             self._scripts.append(_Script(match, reply, times, delay))
+        return self
+
+    def script_agents(self, workers: t.Mapping[t.Optional[str], Reply], plan: str = "p") -> "ScriptedLLM":
+        """The usual agents of a lab test: the Architect always plans ``plan``, the Reflector
+        always answers without a lesson, and the Worker answers ``workers[rule]`` once for
+        the rule its request names (the key None: any rule). Returns self."""
+        self.script(lambda b: _system_is(b, "Architect"), {"verdict": "PLAN", "plan": plan}, times=None)
+        self.script(lambda b: _system_is(b, "Reflector"), {"diagnosis": "d", "lesson": None}, times=None)
+        for rule, reply in workers.items():
+            self.script(lambda b, r=rule: _system_is(b, "Worker") and (
+                r is None or "Rule: %s (" % r in b["messages"][1]["content"]), reply)
         return self
 
     def start(self) -> "ScriptedLLM":

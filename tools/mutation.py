@@ -34,7 +34,7 @@ UTILS_TESTS = "tests/unit/plugins/plugin_utils/"
 RUN_TESTS = UTILS_TESTS + "_run/"
 #: name -> (module to mutate, the unit tests that judge it)
 MODULES = {
-    "decisions": ("plugins/plugin_utils/_run/decisions.py", [RUN_TESTS + "test_decisions.py"]),
+    "decisions": ("plugins/plugin_utils/_run/decisions.py", [RUN_TESTS + "test_decisions.py", RUN_TESTS + "test_decisions_pinned.py"]),
     "state": ("plugins/plugin_utils/_run/state.py", [RUN_TESTS + "test_state.py"]),
     "attempts": ("plugins/plugin_utils/attempts.py",
                  [UTILS_TESTS + "test_attempts.py", UTILS_TESTS + "test_attempt_decisions.py",

@@ -8,6 +8,8 @@ arguments, builds the loop's options and turns its report into a compact task re
 
 from __future__ import annotations
 
+import json
+import os
 import uuid
 
 from ansible.errors import AnsibleActionFail
@@ -15,6 +17,7 @@ from ansible.plugins.action import ActionBase
 
 from ansible_collections.scapforge.remediation.plugins.module_utils.ralph_options import ARGUMENT_SPEC
 from ansible_collections.scapforge.remediation.plugins.plugin_utils import deps
+from ansible_collections.scapforge.remediation.plugins.plugin_utils._run import decisions
 from ansible_collections.scapforge.remediation.plugins.plugin_utils._host.session import ActionSession
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.attempts import Budget
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.events import utc_now
@@ -28,7 +31,7 @@ from ansible_collections.scapforge.remediation.plugins.plugin_utils.summary impo
 #: module options that are LoopOptions fields of the same name and value.
 _PASSED_AS_IS = (
     "datastream", "profile", "datastream_src", "tailoring_src", "trusted_sha256", "rules", "skip_rules", "waivers",
-    "allow_access_impacting", "health_check", "rescan", "time_budget", "verify_batch", "skill",
+    "allow_access_impacting", "health_check", "rescan", "time_budget", "verify_batch", "scan_timeout", "skill",
     "skill_description", "memory_path", "memory_retry", "allow_controller", "health_commands",
     "deadman_seconds", "allow_reboot", "checkpoint_provider", "checkpoint_options",
 )
@@ -64,14 +67,15 @@ class ActionModule(ActionBase):
         session = ActionSession(self, task_vars)
         loop = RemediationLoop(session, opts)
         try:
+            self._refuse_check_over_a_run(session.check_mode, run_dir, run_id, session.host)
             if opts.llm.configured:
                 opts.prompts = self._prompts(args["skill"], args["llm_prompts"])
             report = loop.run()
         except ControllerGone as exc:  # nobody listens any more; a resumed run settles what is open
             raise AnsibleActionFail(str(exc)) from None
         except LoopError as exc:
-            self._write_error(loop, run_dir, run_id, task_vars, exc.reason, str(exc))
-            raise AnsibleActionFail("%s (reason: %s)" % (exc, exc.reason), result={"reason": exc.reason})
+            kept = self._write_error(loop, run_dir, run_id, task_vars, exc.reason, str(exc))
+            raise AnsibleActionFail("%s (reason: %s)%s" % (exc, exc.reason, kept), result={"reason": exc.reason})
         except Exception as exc:  # a bug or an unexpected host answer: keep what was done, then fail
             self._write_error(loop, run_dir, run_id, task_vars, "internal", "%s: %s" % (type(exc).__name__, exc))
             raise
@@ -86,6 +90,7 @@ class ActionModule(ActionBase):
             regressions=report["regressions"],
             picked_up_by_rescan=report["picked_up_by_rescan"],
             stopped=report["stopped"],
+            scan_failed=report.get("scan_failed"),
             report="%s/hosts/%s.json" % (run_dir, report["host"]),
             run_dir=run_dir,
         )
@@ -116,11 +121,41 @@ class ActionModule(ActionBase):
             raise LoopError("prompts", str(exc)) from None
 
     @staticmethod
-    def _write_error(loop, run_dir, run_id, task_vars, reason, message):
+    def _old_report(run_dir: str, host: str) -> tuple[str, dict | None]:
+        """(path, the host's report an earlier start of this run id wrote, or None)."""
+        path = os.path.join(run_dir, "hosts", "%s.json" % host)
+        try:
+            with open(path, encoding="utf-8") as handle:
+                existing = json.load(handle)
+        except (OSError, ValueError):
+            existing = None
+        return path, existing if isinstance(existing, dict) else None
+
+    @staticmethod
+    def _refuse_check_over_a_run(check_mode: bool, run_dir: str, run_id: str, host: str) -> None:
+        """A --check start would write its plan over the report of a run that changed the
+        host (check mode neither resumes nor records progress): LoopError(``run_id``)."""
+        path, existing = ActionModule._old_report(run_dir, host)
+        if check_mode and decisions.keep_old_report(existing, False) and not (existing or {}).get("check_mode"):
+            raise LoopError("run_id", "run %s already has a report for %s (%s): a --check start with its id would "
+                                      "replace it; use a new scapforge_run_id" % (run_id, host, path))
+
+    @staticmethod
+    def _write_error(loop, run_dir, run_id, task_vars, reason, message) -> str:
         """The host's report and a run_error event for a run that could not start or go on,
-        with the outcomes of the rules worked so far (nothing done is lost)."""
+        with the outcomes of the rules worked so far (nothing done is lost). A start that
+        changed nothing leaves the report of an earlier start of this run id as it was
+        (``decisions.keep_old_report``: run ids never erase); returns what to add to the
+        error's message then ("" otherwise)."""
         host = task_vars.get("inventory_hostname", "localhost")
+        path, existing = ActionModule._old_report(run_dir, host)
+        if decisions.keep_old_report(existing, loop.changed):
+            loop.events.emit("run_error", reason=reason, msg=message, rules_done=0, report_kept=path)
+            return ("; run %s already has a report for %s (%s), kept as it was: this start changed nothing. Use a "
+                    "new scapforge_run_id, or run again with this one and working options to resume it"
+                    % (run_id, host, path))
         report = error_report(host, run_id, reason, message)
         report["rules"] = {r: o.to_dict() for r, o in sorted(loop.outcomes.items())}
         write_host_report(run_dir, host, report)
         loop.events.emit("run_error", reason=reason, msg=message, rules_done=len(loop.outcomes))
+        return ""

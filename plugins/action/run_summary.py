@@ -13,6 +13,7 @@ from ansible.utils.display import Display
 
 from ansible_collections.scapforge.remediation.plugins.module_utils.run_summary_options import ARGUMENT_SPEC
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.events import utc_now
+from ansible_collections.scapforge.remediation.plugins.plugin_utils.summary import merge_host_reports, summary_unchanged
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.summary import write_summary
 from ansible_collections.scapforge.remediation.plugins.plugin_utils import deps, evidence, host_summary, report_ckl
 from ansible_collections.scapforge.remediation.plugins.plugin_utils import report_html, report_oscal
@@ -46,13 +47,17 @@ class ActionModule(ActionBase):
         deps.require("compliance-trestle", "junitparser", "lxml", error=AnsibleActionFail)
         result = super().run(tmp, task_vars)
         _validation, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+        kept = self.kept_reports(args["run_dir"], merge_host_reports(args["run_dir"], args["hosts"]))
         try:
-            path, summary = write_summary(args["run_dir"], args["hosts"])
+            path, summary = kept[:2] if kept else write_summary(args["run_dir"], args["hosts"])
         except OSError as exc:
             raise AnsibleActionFail("cannot write the run summary in %s: %s" % (args["run_dir"], exc))
         try:
-            reports = self.write_reports(args["run_dir"], summary, args.get("datastream_src"))
-            reports["evidence"] = evidence.write_bundle(args["run_dir"], summary["run_id"], args.get("evidence_key"))
+            if kept:
+                reports = kept[2]
+            else:
+                reports = self.write_reports(args["run_dir"], summary, args.get("datastream_src"))
+                reports["evidence"] = evidence.write_bundle(args["run_dir"], summary["run_id"], args.get("evidence_key"))
         except OSError as exc:
             raise AnsibleActionFail("cannot write the run's reports in %s: %s" % (args["run_dir"], exc))
         except evidence.EvidenceError as exc:
@@ -68,6 +73,29 @@ class ActionModule(ActionBase):
                       hosts=sorted(summary["hosts"]), without_report=summary["without_report"],
                       errors=summary["errors"], reports=reports, report_html=reports["html"], summary_lines=lines)
         return result
+
+    @staticmethod
+    def kept_reports(run_dir: str, summary: dict) -> tuple[str, dict, dict] | None:
+        """(summary path, summary, reports) of reports left as they are, when no host report
+        changed since they were written (a refused start of a finished run: its files stay
+        byte-identical, issue 17 item 4); None when they must be written."""
+        html = os.path.join(run_dir, report_html.FILE_NAME)
+        bundle = os.path.join(run_dir, evidence.bundle_name(summary["run_id"]))
+        if not (summary_unchanged(run_dir, summary) and os.path.isfile(html) and os.path.isfile(bundle)):
+            return None
+        checklists: dict = {}
+        for host in summary["hosts"]:
+            found = {kind: os.path.join(run_dir, report_ckl.FOLDER, "%s.%s" % (host, kind)) for kind in ("ckl", "cklb")}
+            if all(os.path.isfile(p) for p in found.values()):
+                checklists[host] = found
+        signature = bundle + ".sig"
+        reports = {"html": html, "junit": os.path.join(run_dir, report_junit.FILE_NAME),
+                   "ledger": os.path.join(run_dir, host_summary.LEDGER),
+                   "oscal": os.path.join(run_dir, report_oscal.FOLDER, report_oscal.FILE_NAME),
+                   "checklists": checklists, "checklists_refused": {}, "kept": True,
+                   "evidence": {"path": bundle, "signature": signature if os.path.isfile(signature) else None,
+                                "signed": os.path.isfile(signature), "files": None}}
+        return os.path.join(run_dir, "summary.json"), summary, reports
 
     @staticmethod
     def console_lines(summary: dict, reports: dict) -> list[str]:

@@ -31,6 +31,7 @@ ARGUMENT_SPEC = {
     "run_id": {"type": "str"},
     "time_budget": {"type": "float", "default": 0},
     "verify_batch": {"type": "int", "default": 8},
+    "scan_timeout": {"type": "int", "default": 0},
     "skill": {"type": "str", "default": "anssi-debian12"},
     "skill_description": {"type": "str", "default": ""},
     "llm_base_url": {"type": "str"},

@@ -106,6 +106,9 @@ options:
     description:
       - Seconds oscap may run. Past it, oscap and its children are killed and the module fails
         with RV(error_kind=timeout).
+      - The remediation loop (scapforge.remediation.ralph) sets it from the host's own baseline
+        scan, ten times its RV(elapsed) and never under 120, and runs a scan that timed out or
+        crashed once more (the ralph option C(scan_timeout) overrides it).
     type: int
     default: 900
   oscap_path:

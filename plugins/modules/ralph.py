@@ -16,6 +16,12 @@ description:
   - Scans the host with M(scapforge.remediation.oscap_eval), then works every failing XCCDF
     rule to an outcome - C(remediated), C(escalated), C(skipped) or C(deferred) - each with a
     reason code from a closed list (see the collection README).
+  - One run per host at a time - before its first look at the host the run takes the host's run
+    lock (M(scapforge.remediation.run_lock), C(/var/lib/scapforge/run.lock)) naming its run id,
+    controller and process, and holds it to the end; while another run holds it, the host is
+    refused before any change with reason C(host_busy), the message naming the holder. A lock
+    whose holder's process is gone (on this controller), or one taken more than a day ago from
+    another controller, is taken over.
   - Per rule, attempt 1 is the SCAP content's own Ansible fix (the C(urn:xccdf:fix:script:ansible)
     fix of the rule in the datastream, with the profile's XCCDF Values substituted), run on the
     task's own connection under a checkpoint of every file its tasks touch (module
@@ -124,6 +130,18 @@ options:
         own rule-result; 1 verifies every rule on its own (slower, about 1.8 s per call on the lab).
     type: int
     default: 8
+  scan_timeout:
+    description:
+      - Seconds one oscap scan (or re-check) may run before it is killed. V(0) means it follows
+        the host's own baseline scan - ten times the seconds the baseline took, never under 120
+        (the baseline itself gets 900).
+      - A scan that hung past it or crashed is killed and run once more. When a scan after
+        changes (the rescan or the final scan) fails again, the host is not stopped - the rules
+        already worked keep their verified results, the rules not worked yet end with the
+        scanner's reason (C(scanner_crash)), and the host report's C(scan_failed) says which
+        scan failed and why.
+    type: int
+    default: 0
   skill:
     description:
       - Skill under the collection's C(skills/), loaded by name and validated (V(anssi-debian12), V(stig-rhel9)).
@@ -195,12 +213,16 @@ before:
 after:
   description:
     - Rule counts by result in the final scan.
-    - Null in check mode and when the host was stopped before a final scan.
+    - Null in check mode, when the host was stopped before a final scan, and when the first scan after changes failed (C(scan_failed)).
   returned: always
   type: dict
   sample: {"pass": 240, "fail": 40, "notapplicable": 110}
 outcomes:
-  description: Number of rules per C(outcome/reason).
+  description:
+    - Number of rules per C(outcome/reason); the reason codes are the collection README's table.
+    - Outcomes agree with the final scan - a rule escalated or skipped (not waived) during the run that passes in
+      the final scan is C(remediated/passes_after_other_fixes); a fix whose task failed while the rule passes is
+      C(remediated/passes_without_fix), never C(remediated/verified).
   returned: always
   type: dict
   sample: {"remediated/verified": 120, "skipped/access_impacting": 4, "escalated/fix_failed": 9}
@@ -215,9 +237,19 @@ picked_up_by_rescan:
   type: list
   elements: str
 stopped:
-  description: Why the host was stopped (failed health check, lost connection, failed scan after changes), or null.
+  description: Why the host was stopped (failed health check, lost connection), or null.
   returned: always
   type: str
+scan_failed:
+  description:
+    - A scan after changes (the rescan or the final scan) that failed, even when run once more
+      after it hung or crashed, or null. The host was not stopped for it (see O(scan_timeout)).
+    - "Keys: C(label) (rescan or final), C(reason) (C(scanner_crash), C(scan_failed),
+      C(environment:<kind>)), C(error_kind) (oscap_eval's), C(tries), C(msg)."
+  returned: always
+  type: dict
+  sample: {"label": "rescan", "reason": "scanner_crash", "error_kind": "timeout", "tries": 2,
+           "msg": "rescan scan failed (timeout, twice): oscap did not finish within 120 seconds and was killed."}
 reason:
   description:
     - When the run could not start or go on, its reason code - C(content), C(content_mismatch),
@@ -233,7 +265,17 @@ reason:
 report:
   description:
     - Controller path of this host's full JSON report (per-rule outcome, reason, attempts, modules, and
-      C(attempt_log) - one entry per attempt with source, verdict, reason, tokens, rolled_back).
+      C(attempt_log) - one entry per attempt with source, verdict, reason, tokens, rolled_back (true only
+      when every change of the attempt was undone and the restore verified)), and C(ledger) - one entry
+      per change an attempt made (rule, attempt, kind file/package/service/cron/user/group, target,
+      change, state kept/undone/left, verified).
+    - Its C(not_judged) names the rules OpenSCAP left unjudged at the end (notchecked, error, unknown, or
+      notapplicable after a judged baseline) with C(before), C(result), C(why) and oscap's C(message).
+    - Each rule's C(warnings) (a list of sentences) says what a fix that passes reaches beyond its check -
+      remote endpoints (time servers, log hosts, package repositories, DNS servers) it added where the host
+      named its own, or a main file it wrote while the host configures that service in a drop-in too; its
+      result stands. A rule that passes only because a package name the host's sources do not have is not
+      installed ends escalated with reason C(check_unreliable).
   returned: always
   type: str
 run_dir:

@@ -25,6 +25,7 @@ import yaml
 
 from ansible_collections.scapforge.remediation.plugins.plugin_utils import attempts as A
 from ansible_collections.scapforge.remediation.plugins.plugin_utils import context, probes, task_gate
+from ansible_collections.scapforge.remediation.plugins.plugin_utils._run import decisions
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.executor import TaskListExecutor
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.llm import LLMError
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.prompts import PromptError
@@ -97,7 +98,8 @@ class WorkerPhase:
         if result == "fail":
             return True
         if result == "pass":
-            state.finish_item(item, "verified", "passes now, after the other rules' fixes")
+            state.finish_item(item, decisions.PASSES_AFTER_OTHER_FIXES, decisions.passes_after_other_fixes_detail(
+                item.last.reason if item.last is not None else None, "precheck", [a.log_entry() for a in item.attempts]))
         else:
             state.finish_item(item, "verify_error", "oscap result before the Worker started: %s" % result)
         return False

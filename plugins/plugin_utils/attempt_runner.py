@@ -12,18 +12,26 @@ cannot undo (packages, services, the running kernel) is named in the attempt's d
 
 from __future__ import annotations
 
+import re
 import time
 import typing as t
 
 from ansible.errors import AnsibleError
 
 from ansible_collections.scapforge.remediation.plugins.plugin_utils import attempts as A
-from ansible_collections.scapforge.remediation.plugins.plugin_utils import health, outcomes, safety, task_gate
+from ansible_collections.scapforge.remediation.plugins.plugin_utils import health, ledger, outcomes, safety, scope, task_gate
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.checkpoint import CheckpointError, paths_touched
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.executor import PackageFactsCache, TaskListExecutor
+from ansible_collections.scapforge.remediation.plugins.plugin_utils.state_checkpoint import StateCheckpoint
 
 #: run after a dead-man restore of sshd's files: the restored file only counts once sshd reads it.
 RELOAD_SSHD = "systemctl reload ssh 2>/dev/null || systemctl reload sshd 2>/dev/null || true"
+#: restored paths under these need ``systemctl daemon-reload`` before systemd runs them (a
+#: removed drop-in stays loaded otherwise).
+SYSTEMD_DIRS = ("/etc/systemd/", "/lib/systemd/", "/usr/lib/systemd/", "/run/systemd/system/")
+#: seconds a reloaded sshd has to answer a login again: on SIGHUP it executes itself anew, and
+#: a login in between is refused (seen on a loaded host as the health check's "Connection refused").
+SSHD_SETTLE = 15.0
 #: seconds to wait past a switch's firing time before logging in again.
 DEADMAN_GRACE = 10.0
 
@@ -66,12 +74,34 @@ def named_in_the_text(tasks: t.Any) -> tuple[list[str], list[str]]:
     return paths, shallow
 
 
+def reloads_after(paths: t.Sequence[str]) -> list[str]:
+    """What to run once ``paths`` were restored or removed so the host runs as before, not only
+    matches on disk: ``systemctl daemon-reload`` for a unit file or drop-in (a removed drop-in
+    stays loaded otherwise), sshd's reload for its configuration. PAM is read by each new
+    session: nothing to reload."""
+    out = []
+    if any(p.startswith(SYSTEMD_DIRS) for p in paths):
+        out.append("systemctl daemon-reload")
+    if any(p.startswith("/etc/ssh/") for p in paths):
+        out.append(RELOAD_SSHD)
+    return out
+
+
 def only_side_effects(status: health.HealthReport) -> bool:
     """The host is healthy but for what the attempt changed beyond its rule: every check
     passed except ``side_effects`` (the fresh login had to pass for those checks to run)."""
     checks = status.checks or {}
     return (not (checks.get("side_effects") or {}).get("ok", True)
             and all(v.get("ok") for k, v in checks.items() if k != "side_effects"))
+
+
+def checkpoint_base(run_id: str, short_rule: str, number: int, start: int) -> str:
+    """``<run id>-<rule>-<attempt>-s<start>``, within the checkpoint id's alphabet and 128
+    characters: the run id's characters outside ``A-Za-z0-9._-`` become ``_`` and it keeps
+    at most 40 of them; without a run id, ``<rule>-<attempt>-s<start>``."""
+    tail = "%s-%d-s%d" % (short_rule, number, start)
+    run = re.sub(r"[^A-Za-z0-9._-]", "_", run_id or "")[:40].strip(".")
+    return ("%s-%s" % (run, tail) if run else tail)[:120]
 
 
 class AttemptRunner:
@@ -99,8 +129,9 @@ class AttemptRunner:
                  progress=None, start: int = 1, parent=None, baseline=None, health_commands: t.Sequence[str] = (),
                  deadman_seconds: int = 600, home: str | None = None,
                  classify: t.Callable[[str, str], str | None] | None = None,
-                 facts_cache: PackageFactsCache | None = None) -> None:
+                 facts_cache: PackageFactsCache | None = None, run_id: str = "") -> None:
         self.session = session
+        self.run_id = run_id
         self.facts_cache = facts_cache
         self.classify = classify
         self.task_vars = task_vars
@@ -121,16 +152,18 @@ class AttemptRunner:
         self.deadman_seconds = int(deadman_seconds or 0)
         self.home = home
         self._checkpoints: dict[tuple[str, int], t.Any] = {}  # (rule, attempt number) -> Checkpoint
+        self._states: dict[tuple[str, int], StateCheckpoint] = {}  # its package set and service states
         self._ids_used: set[str] = set()
         #: (rule, attempt number) -> paths its checkpoint saw absent, for an attempt whose
         #: health check waits for its batch (``run(defer_health=True)``)
         self._created: dict[tuple[str, int], list[str]] = {}
 
     def checkpoint_id(self, item: A.WorkItem, attempt: A.Attempt) -> str:
-        """``<rule>-<attempt>-s<start>``: unique within the run, across resumed starts. An
-        attempt applied again alone, after its batch failed the health check, reuses its
-        number: its checkpoint gets ``-<n>`` appended."""
-        base = "%s-%d-s%d" % (item.short_id, attempt.number, self.start)
+        """``<run id>-<rule>-<attempt>-s<start>``: unique within the run, across resumed
+        starts, and apart from another run's (the dead-man switch's systemd unit is
+        ``scapforge-deadman-<checkpoint id>``). An attempt applied again alone, after its batch
+        failed the health check, reuses its number: its checkpoint gets ``-<n>`` appended."""
+        base = checkpoint_base(self.run_id, item.short_id, attempt.number, self.start)
         checkpoint_id, again = base, 1
         while checkpoint_id in self._ids_used:
             again += 1
@@ -169,16 +202,21 @@ class AttemptRunner:
         self._checkpoints[(item.rule, attempt.number)] = checkpoint
         if self.progress is not None:
             self.progress.append("open", rule=item.rule, attempt=attempt.number, checkpoint=checkpoint.id)
-        guard = _ChangeGuard(self, item, attempt, checkpoint, named_in_the_text(tasks) if trusted else None)
+        state = self._states[(item.rule, attempt.number)] = StateCheckpoint(self.session)
+        guard = _ChangeGuard(self, item, attempt, checkpoint, named_in_the_text(tasks) if trusted else None, state)
         attempt.tasks = tasks
         executor = TaskListExecutor(self.session, self.task_vars, trusted=trusted,
                                     policy=None if trusted else self.gate_policy, before_change=guard.before_change,
                                     facts_cache=self.facts_cache, diff=True,
                                     cover_ahead=guard.cover_ahead if trusted else None)
         report = executor.run(tasks, variables)
+        try:
+            state.after_run()
+        except AnsibleError as exc:  # the connection: the health check that follows says more
+            state.problems["packages"] = str(exc)[:200]
         attempt.report = report.to_dict()
         attempt.checkpoint = dict(checkpoint.to_dict(), not_covered=guard.uncovered, deadman=bool(guard.switch),
-                                  changing=guard.changing)
+                                  changing=guard.changing, state=state.summary())
         self.changed = self.changed or report.changed
         self.events.emit(
             "fix_applied", rule=item.short_id, attempt=attempt.number, source=attempt.source, ok=report.ok,
@@ -228,7 +266,7 @@ class AttemptRunner:
     def _arm(self, item: A.WorkItem, attempt: A.Attempt, checkpoint, paths: list, switch: dict) -> str | None:
         """Arm the checkpoint's dead-man switch before the first change that touches access;
         returns a reason to refuse the change when it cannot be armed."""
-        post = [RELOAD_SSHD] if any(p.startswith("/etc/ssh/") for p in paths) else []
+        post = reloads_after(paths)[::-1]  # sshd's reload first: the controller's way back in
         try:
             state = checkpoint.arm(self.deadman_seconds, post_restore=post)
         except CheckpointError as exc:  # no access change without the net under it
@@ -330,18 +368,57 @@ class AttemptRunner:
             verified = bool(result.verified)
         except (CheckpointError, AnsibleError) as exc:
             data, verified = {"verified": False, "detail": str(exc)[:500]}, False
+        data.update(self._undo_state(item, attempt, data))
         not_covered = (attempt.checkpoint or {}).get("not_covered") or {}
-        if not_covered:  # packages, services, the running kernel: no file checkpoint undoes them
+        if not_covered:  # the running kernel, a command's unknown writes: nothing here undoes them
             data["not_undone"] = dict(not_covered)
         attempt.restore = data
-        attempt.rolled_back = verified
-        self.events.emit("restore", rule=item.short_id, attempt=attempt.number, **data)
-        if verified and not_covered:
-            attempt.add_note("rolled back its files, not: %s" % "; ".join(sorted(set(not_covered.values())))[:300])
+        entries = ledger.attempt_ledger(item.short_id, attempt)
+        left = [e for e in entries if e["state"] != ledger.UNDONE or not e["verified"]]
+        attempt.rolled_back = verified and not left  # one meaning: every change undone, each verified
+        self.events.emit("restore", rule=item.short_id, attempt=attempt.number, rolled_back=attempt.rolled_back,
+                         left=["%s %s" % (e["kind"], e["target"]) for e in left][:20], **data)
+        if attempt.rolled_back and entries:
+            attempt.add_note("rolled back: %d change(s) undone, each verified" % len(entries))
+        if verified and left:
+            attempt.add_note("rolled back, but left on the host: %s" % "; ".join(
+                "%s %s (%s)" % (e["kind"], e["target"], e["change"]) for e in left)[:300])
         if not verified:
             attempt.add_note("ROLLBACK NOT VERIFIED: %s" % (data.get("detail") or
                                                             "; ".join(data.get("mismatches") or []))[:400])
         return verified
+
+    def _undo_state(self, item: A.WorkItem, attempt: A.Attempt, restored: dict) -> dict:
+        """After the files' restore: reload systemd (and sshd) when a restored or removed file
+        is theirs, purge the packages the attempt installed, put its services back
+        (``state_checkpoint``). Returns the keys to add to the restore's record."""
+        out: dict = {}
+        reloads = reloads_after(list(restored.get("restored") or []) + list(restored.get("removed") or []))
+        try:
+            for command in reloads:
+                self.session.run_command(command)
+                if command == RELOAD_SSHD:
+                    out["sshd_answered_after"] = self._sshd_answers()
+            state = self._states.get((item.rule, attempt.number))
+            if state is not None and state.saved():
+                out.update(state.undo())
+        except AnsibleError as exc:
+            out["state_error"] = str(exc)[:300]
+        if reloads:
+            out["reloaded"] = reloads
+        return out
+
+    def _sshd_answers(self) -> float:
+        """Wait, at most SSHD_SETTLE seconds, until a fresh login is no longer refused after
+        sshd's reload; returns the seconds waited (what the login then says is the health
+        check's to judge)."""
+        started = time.monotonic()
+        while True:
+            status = health.check_host(self.session)
+            waited = time.monotonic() - started
+            if "Connection refused" not in status.detail or waited >= SSHD_SETTLE:
+                return round(waited, 2)
+            time.sleep(0.5)
 
     def evaluate(self, rule_id: str, evidence: bool = False, label: str = "verify",
                  attempt: int | None = None) -> tuple[str, dict | None]:
@@ -372,6 +449,7 @@ class AttemptRunner:
                 attempt.reason = outcomes.environment_reason(kind)  # the skill knows this failure: the host, not the rule
         if attempt.verdict == A.PASSED:
             attempt.say("a task failed but the rule passes: %s" % error if not report.get("ok", True) else "")
+            attempt.warnings = self.scope_warnings(item, attempt)
         elif attempt.verdict == A.FAILED and not report.get("ok", True):
             attempt.say("%s: %s" % (report.get("failed_task"), error))
         elif attempt.reason == "reboot_required":
@@ -382,6 +460,24 @@ class AttemptRunner:
             attempt.say("the fix changed nothing; oscap still reports fail")
         else:
             attempt.say("oscap result after the fix: %s" % value)
+
+    def scope_warnings(self, item: A.WorkItem, attempt: A.Attempt) -> list[str]:
+        """The scope warnings of an attempt that passed (``scope.warnings_for``): one
+        read-only grep of the configuration of the services whose files it wrote; none when
+        it wrote none or the read fails (the warning is advice, never a verdict)."""
+        wrote = scope.written((attempt.report or {}).get("changes") or [])
+        command = scope.read_command(wrote)
+        if command is None:
+            return []
+        try:
+            result = self.session.run_command(command)
+        except AnsibleError as exc:
+            self.events.emit("scope_read_failed", rule=item.short_id, attempt=attempt.number, error=str(exc)[:300])
+            return []
+        found = scope.warnings_for(wrote, scope.parse_read(str(result.get("stdout") or "")))
+        if found:
+            self.events.emit("scope_warning", rule=item.short_id, attempt=attempt.number, warnings=found)
+        return found
 
     # -- the vendor phase ------------------------------------------------------------------
 
@@ -395,8 +491,9 @@ class _ChangeGuard:
     files a trusted text names (``named_in_the_text``), saved with its first change."""
 
     def __init__(self, runner: "AttemptRunner", item: A.WorkItem, attempt: A.Attempt, checkpoint,
-                 named: tuple[list[str], list[str]] | None) -> None:
+                 named: tuple[list[str], list[str]] | None, state: StateCheckpoint | None = None) -> None:
         self.runner, self.item, self.attempt, self.checkpoint = runner, item, attempt, checkpoint
+        self.state = state
         self.named = None if named == ([], []) else named
         self.uncovered: dict[str, str] = {}
         self.switch: dict = {}
@@ -424,7 +521,7 @@ class _ChangeGuard:
         touched = paths_touched(fqcn, args)
         if touched.read_only:
             return None
-        if touched.unknown:
+        if touched.unknown and not self._save_state(fqcn, args, touched.unknown):
             self.uncovered[fqcn] = touched.unknown
         paths = list(touched.paths) + list(touched.shallow)
         self.changing.extend(p for p in paths if p not in self.changing)
@@ -443,6 +540,17 @@ class _ChangeGuard:
         except CheckpointError as exc:  # no change without a way back
             return "the checkpoint of %s failed: %s" % (", ".join(paths)[:200], exc)
         return None
+
+    def _save_state(self, fqcn: str, args: dict, unknown: str) -> bool:
+        """Save the package set or the unit's state before the change; True when that is all
+        ``unknown`` names (then it is covered)."""
+        if self.state is None:
+            return False
+        try:
+            return self.state.before(fqcn, args, unknown)
+        except AnsibleError as exc:
+            self.state.problems[fqcn] = str(exc)[:200]
+            return False
 
     def cover_ahead(self, pairs: list) -> None:
         """A loop's files (and those the text names), in one save; on failure each item

@@ -35,7 +35,7 @@ VENDOR, WORKER = "vendor", "worker"
 #: reasons after which no further attempt can help: the host's environment, the scanner,
 #: a pending reboot, a stopped host. The Worker is never asked about these (case
 #: scanner-crash: "never ask the LLM to fix the host for it").
-_TERMINAL_REASONS = frozenset({"verified", "reboot_required", "scanner_crash", "verify_error", "unhealthy",
+_TERMINAL_REASONS = frozenset({"verified", "passes_without_fix", "reboot_required", "scanner_crash", "verify_error", "unhealthy",
                                "unhealthy_rolled_back"})
 
 #: plans whose normalised texts are at least this similar count as the same plan.
@@ -118,6 +118,7 @@ class Attempt:
     detail: str = ""
     origin: str = ""
     side_effects: list = dataclasses.field(default_factory=list)
+    warnings: list = dataclasses.field(default_factory=list)
 
     @property
     def changed(self) -> bool:
@@ -267,9 +268,10 @@ def judge(refused: str | None, report: dict | None, healthy: bool | None, result
     healthy: the health check after it (None when not run); result: the rule's OpenSCAP
     result after it (None when not verified); reboot: the fix's metadata says reboot
     (DESIGN decision 4: defer only a fix that ran cleanly and still fails).
-    Order: refused, unhealthy, pass (a failed task does not hide a pass), the environment
-    named by the failure message (decision 16), a failed task, a result that is not pass or
-    fail, then fail with or without a change.
+    Order: refused, unhealthy, pass (a failed task does not hide a pass, but a pass after a
+    failed task is ``passes_without_fix``, never ``verified``: issue 17 item 5), the
+    environment named by the failure message (decision 16), a failed task, a result that is
+    not pass or fail, then fail with or without a change.
     """
     if refused:
         return REFUSED, "fix_refused"
@@ -277,7 +279,7 @@ def judge(refused: str | None, report: dict | None, healthy: bool | None, result
         return UNHEALTHY, "unhealthy"
     report = report or {}
     if result == "pass":
-        return PASSED, "verified"
+        return PASSED, "verified" if report.get("ok", True) else "passes_without_fix"
     if not report.get("ok", True):
         kind = safety.environment_kind(report.get("error") or "")
         if kind:
@@ -309,10 +311,17 @@ def after_reboot_reason(result: str | None) -> str:
 def needs_rollback(attempt: Attempt) -> bool:
     """True when the attempt must be undone: it did not pass, is not waiting for a reboot,
     was not undone already (an unhealthy one is, at once), and its checkpoint holds
-    something (a refused attempt ran nothing)."""
+    something or the ledger has a change of it (a refused attempt ran nothing). Issue 17: a fix
+    whose checkpoint saved no file (a package and a crontab entry) changed the host all the
+    same; its rollback undoes what it can and the ledger names the rest as left. A task that
+    only says ``changed`` (a command the effects table knows writes nothing, such as a failed
+    grep pipeline) is no change: there is nothing to undo, and no rollback is claimed."""
     if attempt.verdict in (PASSED, REFUSED) or attempt.reason == "reboot_required" or attempt.rolled_back is not None:
         return False
-    return bool(attempt.checkpoint and attempt.checkpoint.get("covered"))
+    checkpoint = attempt.checkpoint or {}
+    saved = checkpoint.get("state") or {}
+    changes = (attempt.report or {}).get("changes")
+    return bool(checkpoint.get("covered") or saved.get("packages") or saved.get("services") or changes)
 
 
 def plateau(item: WorkItem) -> bool:

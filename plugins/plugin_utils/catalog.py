@@ -120,8 +120,11 @@ class Catalog:
     ``rules`` ({full id: Rule}, document order), ``profiles`` ({full id: title}),
     ``parse_seconds`` (time spent parsing and indexing, when it was parsed), ``loaded_from_disk``
     and ``load_seconds`` (True and the seconds when it came from the disk cache), ``tailoring`` (None; a ``Tailoring``
-    on the view ``with_tailoring`` returns).
+    on the view ``with_tailoring`` returns), ``removed_packages`` (None until
+    ``host_setup.load_catalog`` sets it: ``package_checks.removed_packages`` of the content).
     """
+
+    removed_packages: Optional[Dict[str, Tuple[str, ...]]] = None
 
     tailoring: Optional[Tailoring] = None
     loaded_from_disk = False

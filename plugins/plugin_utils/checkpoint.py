@@ -894,15 +894,23 @@ def _unarchive(module: str, args: dict) -> Touched:
 
 def _cron(module: str, args: dict) -> Touched:
     """cron: ``cron_file`` (relative: under /etc/cron.d, as the module does); without it the
-    user's crontab, written through crontab(1) in a spool that differs by distribution: unknown."""
+    user's crontab, which crontab(1) writes as a file in the spool: Debian's
+    /var/spool/cron/crontabs/<user> and the Red Hat family's /var/spool/cron/<user>, both
+    saved (the one a distribution lacks is saved absent and stays so). ``user`` defaults to
+    root: the loop's tasks run with become (issue 17: the entry was left after a rollback)."""
     c = _Collector(module)
     cron_file, option = _written(module, args)
     if cron_file:
         if isinstance(cron_file, str) and not cron_file.startswith('/') and not cron_file.startswith('~'):
             cron_file = effects.MODULE_WRITES[module].relative_dir + '/' + cron_file
         c.add(cron_file, option)
-    else:
-        c.note('crontab of user %s (%s without cron_file)' % (args.get('user') or 'the remote user', module))
+        return c.touched()
+    user = args.get('user') or 'root'
+    if not isinstance(user, str) or not re.match(r'^[A-Za-z0-9._][A-Za-z0-9._-]{0,31}$', user):
+        c.note('crontab of user %r (%s without cron_file)' % (user, module))
+        return c.touched()
+    for spool in ('/var/spool/cron/crontabs', '/var/spool/cron'):
+        c.add(spool + '/' + user, 'crontab of user %s' % user)
     return c.touched()
 
 

@@ -88,7 +88,9 @@ class ConsoleProgress:
         detail = str(outcome.get("detail") or "").strip()
         # check mode's answer is the plan: the tasks that would run, at default verbosity
         plan = ": %s" % one_line(detail, 400) if outcome.get("reason") == "check_mode" and detail else ""
-        self._say("rule %d/%d %s%s: %s%s%s" % (len(self.done), self.total, short_id, tried, verdict, took, plan))
+        warned = outcome.get("warnings") or []
+        warn = " (%d warning%s: %s)" % (len(warned), "s" if len(warned) > 1 else "", one_line(warned[0], 160)) if warned else ""
+        self._say("rule %d/%d %s%s: %s%s%s%s" % (len(self.done), self.total, short_id, tried, verdict, took, plan, warn))
         if detail and not plan and outcome.get("outcome") != "remediated":
             self._verbose("  %s: %s" % (short_id, one_line(detail, 300)))
 
@@ -117,6 +119,10 @@ class ConsoleProgress:
             counts = data.get("counts") or {}
             self._verbose("%s scan: %s in %.1f s" % (data.get("label"), ", ".join(
                 "%d %s" % (n, k) for k, n in sorted(counts.items())), float(data.get("seconds") or 0)))
+        elif kind == "scan_retry":
+            self._verbose("%s scan %s (%s), run once more: %s" % (
+                data.get("label"), "hung past %s s" % data.get("timeout") if data.get("error_kind") == "timeout"
+                else "crashed", data.get("error_kind"), one_line(data.get("msg"), 200)))
         elif kind == "fix_applied":
             if data.get("refused"):
                 self._verbose("%s (%s): refused: %s" % (where, data.get("source"), one_line(data["refused"], 200)))

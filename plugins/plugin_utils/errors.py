@@ -18,6 +18,8 @@ LoopError (host_setup)             its ``reason``: content, content_mismatch, un
                                    tailoring, profile, rule, facts, unhealthy_before,
                                    scan_failed, scanner_crash, llm_remote, prompts, memory,
                                    controller, checkpoint, waiver, skill
+ScanError (_run.verifier)          a LoopError of a whole scan: scan_failed, scanner_crash or
+                                   environment:<kind> (``decisions.whole_scan_failure``)
 ControllerGone (host_setup)        ``controller_gone``
 LLMError (llm)                     one of ``llm.ERROR_KINDS``
 CheckpointError (checkpoint)       the module's ``error_kind`` (missing, exists, root_unsafe,

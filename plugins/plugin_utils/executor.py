@@ -38,7 +38,7 @@ from ansible.template import trust_as_template
 from ansible.utils.vars import combine_vars
 from ansible.vars.clean import clean_facts, namespace_facts, strip_internal_keys
 
-from ansible_collections.scapforge.remediation.plugins.plugin_utils import ansible_private, task_gate
+from ansible_collections.scapforge.remediation.plugins.plugin_utils import ansible_private, ledger, task_gate
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.redact import redact
 
 MSG_LIMIT = 500
@@ -142,6 +142,10 @@ class ExecutionReport:
     refusals: the gate's refusals behind ``refused``, each ``Refusal.to_dict()`` (code, task,
       problem, subject); [] when the list passed or was refused before the gate (YAML error).
       Not in :meth:`to_dict`: the attempt keeps them (``Attempt.gate_refusals``).
+    changes: what the tasks changed, one dict per change of each changed execution (loop
+      items one by one; ``ledger.task_changes``): {task, module, kind (file, package, service,
+      cron, user, group), target, change}, file entries with their task's ``diff`` when it
+      gave one; the change ledger's source (issue 17).
     """
 
     ok: bool = True
@@ -155,6 +159,7 @@ class ExecutionReport:
     results: list = dataclasses.field(default_factory=list)
     diffs: list = dataclasses.field(default_factory=list)
     refusals: list = dataclasses.field(default_factory=list)
+    changes: list = dataclasses.field(default_factory=list)
 
     def to_dict(self) -> dict:
         """Return a plain JSON-serialisable dict with the fields above (``results`` and ``refusals`` left out)."""
@@ -281,6 +286,7 @@ class TaskListExecutor:
         self._before_change = before_change
         self._cover_ahead = cover_ahead
         self._hook_seconds = 0.0  # spent in before_change so far (not a task's own time)
+        self._pending_changes: list[dict] = []  # the running task's changes (ledger.task_changes)
         self._keep_results = False
         self._data_loader = session.parts().loader
         base_check = session.check_mode
@@ -408,6 +414,7 @@ class TaskListExecutor:
                     return False
                 continue
             started, hooks = time.monotonic(), self._hook_seconds
+            self._pending_changes = []
             result, fqcn, ran = self._run_task(entry, run_vars)
             # the task's own time: the before_change hook's (the checkpoint's save) is the caller's
             seconds = time.monotonic() - started - (self._hook_seconds - hooks)
@@ -432,6 +439,7 @@ class TaskListExecutor:
         report.task_results.append(dict(
             name=str(name), module=fqcn, changed=bool(result.get('changed')), failed=failed, skipped=skipped,
             ignored=ignored, check_mode=check_mode, msg=_trim(msg), seconds=round(seconds, 3)))
+        text = ''
         if self._diff and result.get('changed') and not check_mode:
             found = [result.get('diff')] + [r.get('diff') for r in result.get('results') or []
                                             if isinstance(r, dict) and r.get('changed')]
@@ -440,6 +448,7 @@ class TaskListExecutor:
                 if len(text) > DIFF_LIMIT:
                     text = text[:DIFF_LIMIT] + '\n[diff cut at %d characters]\n' % DIFF_LIMIT
                 report.diffs.append(dict(task=str(name), module=fqcn, diff=text))
+        self._ledger_changes(report, str(name), fqcn, text)
         if failed and not ignored:
             report.ok = False
             report.failed_task = str(name)
@@ -447,6 +456,15 @@ class TaskListExecutor:
             report.unreachable = bool(result.get('unreachable'))
             return False
         return True
+
+    def _ledger_changes(self, report: ExecutionReport, name: str, fqcn: str, diff: str) -> None:
+        """Move the task's changes (its executions') into the report, file entries with the task's diff."""
+        for change in self._pending_changes:
+            entry = dict(change, task=name, module=fqcn)
+            if diff and change.get('kind') == 'file':
+                entry['diff'] = diff[:ledger.DIFF_LIMIT]
+            report.changes.append(entry)
+        self._pending_changes = []
 
     def _engine(self, variables: dict):
         # the engine Task/TaskExecutor use
@@ -617,6 +635,8 @@ class TaskListExecutor:
             except AnsibleError as ex:
                 result['failed'] = True
                 result[f'{condname}_when_result'] = task_gate._error_text(ex)
+        if result.get('changed') and not tmp_task.check_mode:
+            self._pending_changes.extend(ledger.task_changes(fqcn, own_args))
         return result
 
     def _register(self, task: Task, result: dict, run_vars: dict) -> None:

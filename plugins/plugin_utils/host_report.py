@@ -80,10 +80,28 @@ class AttemptEntry(t.TypedDict, total=False):
     diffs: list[dict]
 
 
+class LedgerEntry(t.TypedDict, total=False):
+    """One change an attempt made (``ledger.entries_for``): rule (short id), attempt, kind
+    (file, package, service, cron, user, group), target, change, state (kept, undone, left),
+    verified (undone: its restore was verified; kept: OpenSCAP verified the rule), and for
+    some the task that made it and a file's diff."""
+
+    rule: str
+    attempt: int
+    kind: str
+    target: str
+    change: str
+    state: str
+    verified: bool
+    task: str
+    diff: str
+
+
 class RuleReport(RuleMeta, total=False):
     """A rule that failed at baseline (``outcomes.RuleOutcome.to_dict`` plus :class:`RuleMeta`):
     rule (short id), outcome, reason, attempts, modules, detail, category, changed_tasks,
-    attempt_log, lessons_shown, from_memory, side_effects, waiver."""
+    attempt_log, lessons_shown, from_memory, side_effects, waiver, warnings (scope warnings in
+    words: ``scope.warnings_for``)."""
 
     rule: str
     outcome: str
@@ -98,13 +116,27 @@ class RuleReport(RuleMeta, total=False):
     from_memory: str | None
     side_effects: list[dict]
     waiver: Waiver | None
+    warnings: list[str]
+
+
+class NotJudged(t.TypedDict):
+    """A rule OpenSCAP left unjudged at the end (``not_judged``): its ``before`` (baseline)
+    and last ``result`` (notchecked, error, unknown, or notapplicable after a judged
+    baseline), ``why`` in words and oscap's ``message`` (None without one)."""
+
+    before: str | None
+    result: str
+    why: str
+    message: str | None
 
 
 class HostReport(t.TypedDict, total=False):
     """``hosts/<host>.json``. Keys beyond those of the loop's docstring used by the writers:
     ``rules`` {short id: RuleReport}, ``scan_results`` {short id: ScanResult} (every rule
-    the scans evaluated, notselected excluded), ``waivers`` (active) and ``expired_waivers``
-    ([Waiver]), ``arf`` ({before, after}: paths relative to the run dir, ``error`` when one
+    the scans evaluated, notselected excluded), ``not_judged`` {short id: NotJudged} (the
+    rules OpenSCAP left unjudged at the end, with why), ``waivers`` (active) and ``expired_waivers``
+    ([Waiver]), ``ledger`` ([LedgerEntry]: every change of every attempt and what became of
+    it, issue 17), ``arf`` ({before, after}: paths relative to the run dir, ``error`` when one
     could not be fetched; None without ARF), ``error`` ({reason, msg}) for a host whose run
     could not start or go on."""
 
@@ -118,6 +150,7 @@ class HostReport(t.TypedDict, total=False):
     outcomes: dict
     regressions: list[str]
     still_failing: list[str]
+    not_judged: dict[str, NotJudged]
     stopped: str | None
     rules: dict[str, RuleReport]
     scan_results: dict[str, ScanResult]
@@ -125,6 +158,7 @@ class HostReport(t.TypedDict, total=False):
     expired_waivers: list[Waiver]
     arf: dict | None
     error: dict | None
+    ledger: list[LedgerEntry]
 
 
 def rule_meta(rule: t.Any, profile: t.Any = None) -> RuleMeta:

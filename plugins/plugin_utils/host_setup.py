@@ -14,7 +14,7 @@ from ansible import constants as C
 from ansible.utils.vars import combine_vars
 from ansible.vars.clean import clean_facts, namespace_facts
 
-from ansible_collections.scapforge.remediation.plugins.plugin_utils import health
+from ansible_collections.scapforge.remediation.plugins.plugin_utils import health, package_checks
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.catalog import Catalog, CatalogError, Profile
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.errors import ScapforgeError
 
@@ -52,8 +52,9 @@ class LoopError(ScapforgeError):
     ``reason`` is a short code for the task result and the host's error report: ``content``,
     ``content_mismatch``, ``untrusted_content``, ``tailoring``, ``profile``, ``rule``, ``facts``,
     ``unhealthy_before``, ``scan_failed``, ``scanner_crash``, ``llm_remote``, ``prompts``,
-    ``memory``, ``controller``, ``checkpoint``, ``waiver``, ``skill``; ``kind`` (ScapforgeError's)
-    is the same code. The message says what to do.
+    ``memory``, ``controller``, ``checkpoint``, ``waiver``, ``skill``, ``run_id`` (a --check
+    start over a run's report), ``host_busy`` (another run holds the host's run lock);
+    ``kind`` (ScapforgeError's) is the same code. The message says what to do.
     """
 
     def __init__(self, reason: str, message: str) -> None:
@@ -84,7 +85,8 @@ def load_catalog(session, task_vars: dict, datastream: str, datastream_src: str 
             raise LoopError(
                 "content_mismatch",
                 "datastream_src %s (sha256 %s) is not the host's %s (sha256 %s): the fixes would come from "
-                "other content than the scans; the role copies datastream_src over it (not in --check)"
+                "other content than the scans; the role copies datastream_src to a path of its own on the host "
+                "(/var/lib/scapforge/content/<sha256>.xml) and scans that, except in --check"
                 % (datastream_src, digest, datastream, host_digest),
             )
     else:
@@ -104,9 +106,21 @@ def load_catalog(session, task_vars: dict, datastream: str, datastream_src: str 
                 "datastream_src (a controller copy) or add the digest to trusted_sha256" % (datastream, digest),
             )
     try:
-        return Catalog.from_bytes(data, source=source), trusted, source
+        catalog = Catalog.from_bytes(data, source=source)
     except CatalogError as exc:
         raise LoopError("content", "datastream from %s: %s" % (source, exc)) from None
+    if catalog.removed_packages is None:  # the in-memory catalog is shared: parsed once per content
+        catalog.removed_packages = package_checks.removed_packages(data)
+    return catalog, trusted, source
+
+
+def read_tailoring(tailoring_src: str) -> bytes:
+    """The bytes of the user's tailoring file; LoopError(``tailoring``) naming it when unreadable."""
+    try:
+        with open(tailoring_src, "rb") as handle:
+            return handle.read()
+    except OSError as exc:
+        raise LoopError("tailoring", "cannot read tailoring_src %s: %s" % (tailoring_src, exc.strerror or exc)) from None
 
 
 def load_tailoring(catalog: Catalog, tailoring_src: str) -> Catalog:
@@ -115,11 +129,7 @@ def load_tailoring(catalog: Catalog, tailoring_src: str) -> Catalog:
     Raises LoopError(``tailoring``) naming the file (and the id at fault) when it cannot be
     read or is not a tailoring of this catalog's benchmark (see ``Catalog.with_tailoring``).
     """
-    try:
-        with open(tailoring_src, "rb") as handle:
-            data = handle.read()
-    except OSError as exc:
-        raise LoopError("tailoring", "cannot read tailoring_src %s: %s" % (tailoring_src, exc.strerror or exc)) from None
+    data = read_tailoring(tailoring_src)
     try:
         return catalog.with_tailoring(data, source=tailoring_src)
     except CatalogError as exc:

@@ -18,6 +18,7 @@ import os
 import typing as t
 
 from ansible_collections.scapforge.remediation.plugins.plugin_utils import host_report as HR
+from ansible_collections.scapforge.remediation.plugins.plugin_utils._run import decisions
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.outcomes import ENVIRONMENT_PREFIX, REASONS
 
 #: bucket id -> what it means, in the order a reader wants them (what needs a person first).
@@ -85,6 +86,22 @@ def not_evaluated(report: HR.HostReport) -> dict[str, list[str]]:
     return out
 
 
+def not_judged(report: HR.HostReport) -> list[dict]:
+    """The rules OpenSCAP left unjudged at the end, for a person to check by hand: [{rule,
+    title, before, result, why, message}] sorted by rule, from the report's ``not_judged``;
+    a report written before it existed gets them from ``scan_results`` (why in the
+    decision's words, no message)."""
+    rows = report.get("scan_results") or {}
+    given = report.get("not_judged")
+    if given is None:
+        found = decisions.not_judged({s: r.get("before") for s, r in rows.items()},
+                                     {s: HR.final_result(r) for s, r in rows.items() if HR.final_result(r)})
+        given = {s: {"before": b, "result": a, "message": None, "why": decisions.not_judged_why(b, a, None)}
+                 for s, (b, a) in found.items()}
+    return [dict(entry, rule=short, title=(rows.get(short) or {}).get("title") or short)
+            for short, entry in sorted(given.items())]
+
+
 def became_applicable(report: HR.HostReport) -> list[str]:
     """Rules not evaluated at baseline (notapplicable or absent) that pass or fail in the
     final scan: a fix installed what they check (a category that grows is not a regression)."""
@@ -139,13 +156,25 @@ def changes(report: HR.HostReport) -> list[dict]:
     return out
 
 
+def ledger_counts(report: HR.HostReport) -> dict[str, dict[str, int]]:
+    """{kind: {state: n}} of the report's change ledger (issue 17), kinds and states that occur."""
+    out: dict[str, dict[str, int]] = {}
+    for entry in report.get("ledger") or ():
+        cell = out.setdefault(str(entry.get("kind")), {})
+        cell[str(entry.get("state"))] = cell.get(str(entry.get("state")), 0) + 1
+    return {k: dict(sorted(v.items())) for k, v in sorted(out.items())}
+
+
 def glance(report: HR.HostReport) -> dict:
     """The first-screen facts of one host: {before, after (None in check mode or when
     stopped), pass/fail before and after, outcomes {"outcome/reason": n}, totals {outcome: n},
     regressions, picked_up, resumed, waivers (active, expired), memory, buckets (reconcile),
     final_fail (count), left_for_human (count of the :data:`HUMAN` buckets), not_evaluated,
+    not_judged (:func:`not_judged`: rules for a person to check by hand, not counted in
+    left_for_human),
     check_mode, stopped, result_kinds (the results the counts table shows: pass, fail,
-    notapplicable and any other that occurs)}."""
+    notapplicable and any other that occurs), ledger_left (the change ledger's entries left
+    on the host: a human's to undo or accept), ledger_counts ({kind: {state: n}})}."""
     before, after = report.get("before") or {}, report.get("after")
     buckets = reconcile(report)
     return {
@@ -164,8 +193,11 @@ def glance(report: HR.HostReport) -> dict:
         "final_fail": sum(len(v) for v in buckets.values()),
         "left_for_human": sum(len(buckets.get(b, ())) for b in HUMAN),
         "not_evaluated": not_evaluated(report),
+        "not_judged": not_judged(report),
         "check_mode": bool(report.get("check_mode")),
         "stopped": report.get("stopped"),
+        "ledger_left": [e for e in report.get("ledger") or () if e.get("state") == "left"],
+        "ledger_counts": ledger_counts(report),
         "result_kinds": ["pass", "fail", "notapplicable"] + [
             k for k in ("notchecked", "error", "unknown", "informational", "fixed")
             if before.get(k) or (after or {}).get(k)],
@@ -181,7 +213,8 @@ def console_lines(host: str, report: HR.HostReport) -> list[str]:
     if g["after"] is None:
         first = "%s: pass %d, fail %d at baseline; %s" % (
             host, g["pass_before"], g["fail_before"], "check mode: nothing changed" if g["check_mode"]
-            else "no final scan (%s)" % (" ".join(str(g["stopped"] or "stopped").split())[:120]))
+            else "no final scan (%s)" % (" ".join(str(g["stopped"] or (report.get("scan_failed") or {}).get("msg")
+                                                      or "stopped").split())[:120]))
     else:
         first = "%s: pass %d -> %d, fail %d -> %d, regressions: %s" % (
             host, g["pass_before"], g["pass_after"], g["fail_before"], g["fail_after"],
@@ -194,6 +227,9 @@ def console_lines(host: str, report: HR.HostReport) -> list[str]:
     parts = ["%d %s" % (len(v), b.replace("_", " ")) for b, v in g["buckets"].items() if b not in HUMAN]
     third = "%s:   left for a human: %d of the %d rules failing at the end%s" % (
         host, g["left_for_human"], g["final_fail"], "; the others: %s" % ", ".join(parts) if parts else "")
+    if g["not_judged"]:
+        third += "; %d not judged by OpenSCAP, to check by hand: %s" % (
+            len(g["not_judged"]), ", ".join(e["rule"] for e in g["not_judged"][:5]) + (" ..." if len(g["not_judged"]) > 5 else ""))
     return [first, second, third]
 
 

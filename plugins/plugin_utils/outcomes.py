@@ -24,20 +24,31 @@ REASONS: dict[str, tuple[str, str]] = {
     "verified": (REMEDIATED, "the fix ran and OpenSCAP now reports pass for the rule"),
     "verified_after_reboot": (REMEDIATED, "the fix's metadata says reboot; after the host rebooted "
                                           "(allow_reboot) OpenSCAP reports pass"),
+    "passes_without_fix": (REMEDIATED, "a task of the rule's own fix failed, yet OpenSCAP reports pass: the pass is not "
+                                       "the fix's doing (another rule's fix, or the tasks that ran before the failure, "
+                                       "which stay applied, satisfy the check); the fix is not counted as done"),
+    "passes_after_other_fixes": (REMEDIATED, "the rule was escalated or skipped (no fix of its own passed), and OpenSCAP "
+                                             "reports pass in the final scan (or when the Worker was about to start): "
+                                             "other rules' fixes made it pass; the detail names its earlier outcome "
+                                             "and whether a fix of its own stayed applied"),
     "llm_unavailable": (ESCALATED, "the content has no Ansible fix for the rule and no LLM endpoint is configured "
                                    "for a Worker to write one"),
     "llm_error": (ESCALATED, "the LLM endpoint failed (connection, timeout, HTTP error) after its retries, "
                              "or a prompt template failed to render"),
     "fix_refused": (ESCALATED, "the gate refused the last fix before anything ran (unsupported keyword or module, "
                                "banned pattern, unusable model answer)"),
-    "fix_failed": (ESCALATED, "a task of the last fix failed on the host (it was rolled back)"),
-    "fix_ineffective": (ESCALATED, "the last fix changed the host but OpenSCAP still reports fail (it was rolled back)"),
+    "fix_failed": (ESCALATED, "a task of the last fix failed on the host (the change ledger says "
+                              "what of it was undone and what is left)"),
+    "fix_ineffective": (ESCALATED, "the last fix changed the host but OpenSCAP still reports fail (the "
+                                   "change ledger says what of it was undone and what is left)"),
     "fix_ineffective_after_reboot": (ESCALATED, "the fix's metadata says reboot; the host rebooted (allow_reboot) "
                                                 "and OpenSCAP still reports fail (the fix stays applied)"),
     "no_effect": (ESCALATED, "the last fix changed nothing and OpenSCAP still reports fail"),
     "verify_error": (ESCALATED, "after the fix OpenSCAP gives the rule no pass or fail (error, unknown, "
                                 "notapplicable, no result), or the verification scan itself failed"),
-    "scanner_crash": (ESCALATED, "oscap crashed or was killed while verifying the rule"),
+    "scanner_crash": (ESCALATED, "oscap crashed or was killed (or hung past the scan timeout) while verifying the "
+                                 "rule, and again when run once more; or a rescan failed that way before the rule "
+                                 "was worked"),
     "unhealthy": (ESCALATED, "after the fix a fresh login with privilege escalation failed (or the connection "
                              "was lost during it) and the fix could not be rolled back; the host was stopped"),
     "unhealthy_rolled_back": (ESCALATED, "after the fix a fresh login with privilege escalation failed; the fix was "
@@ -54,6 +65,10 @@ REASONS: dict[str, tuple[str, str]] = {
     "rule_time_budget": (ESCALATED, "the rule's time budget (scapforge_llm_rule_seconds) was spent"),
     "rule_token_budget": (ESCALATED, "the rule's token budget (scapforge_llm_rule_tokens) was spent"),
     "run_token_budget": (ESCALATED, "the run's token budget (scapforge_llm_run_tokens, all hosts) was spent"),
+    "check_unreliable": (ESCALATED, "the rule passes only because no package of the name its check looks up is "
+                                    "installed, and the host's package sources have no package of that name (apt has "
+                                    "no candidate): the check cannot see the software it means to forbid; a person "
+                                    "checks by hand"),
     "access_impacting": (SKIPPED, "the fix can cut the controller off (sudo, sshd access, root login); opt in to run it"),
     "waived": (SKIPPED, "the user listed the rule in scapforge_skip_rules, or an unexpired scapforge_waivers entry "
                         "waives it (its justification and expiry are in the outcome's waiver)"),
@@ -104,7 +119,9 @@ class RuleOutcome:
     ``attempts`` is 0); ``side_effects`` what the fix that stays on the host changed beyond
     its rule (findings of ``health.check_after``: a new file whose mode the umask decided...);
     ``waiver`` the active ``scapforge_waivers`` entry that skipped the rule ({rule, reason,
-    expires: YYYY-MM-DD}; None otherwise, and for ``scapforge_skip_rules``).
+    expires: YYYY-MM-DD}; None otherwise, and for ``scapforge_skip_rules``); ``warnings``
+    plain-language scope warnings about the fix that stays (``scope.warnings_for``: endpoints
+    it added where the host had its own, a file the host configures elsewhere too).
     """
 
     rule: str
@@ -120,6 +137,7 @@ class RuleOutcome:
     from_memory: str | None = None
     side_effects: list[dict] = dataclasses.field(default_factory=list)
     waiver: dict | None = None
+    warnings: list[str] = dataclasses.field(default_factory=list)
 
     def __post_init__(self) -> None:
         expected = outcome_for(self.reason)

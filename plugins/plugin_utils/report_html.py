@@ -95,6 +95,11 @@ def warnings(report: HR.HostReport, checklist_refused: str | None = None) -> lis
         out.append("The run could not start or go on: %s: %s" % (report["error"].get("reason"), report["error"].get("msg")))
     if report.get("stopped"):
         out.append("Host stopped: %s" % report["stopped"])
+    if report.get("scan_failed"):
+        failed = report["scan_failed"]
+        out.append("The %s scan failed even when run again (%s): %s. The rules worked before it keep their verified "
+                   "results; the rules not worked yet end %s" % (failed.get("label"), failed.get("error_kind"),
+                                                                 str(failed.get("msg")).rstrip("."), failed.get("reason")))
     if report.get("regressions"):
         out.append("Regressions (passed before, not after): %s" % ", ".join(report["regressions"]))
     for waiver in report.get("expired_waivers") or ():
@@ -118,9 +123,25 @@ def warnings(report: HR.HostReport, checklist_refused: str | None = None) -> lis
     if no_outcome:
         out.append("%d rule(s) fail at the end without an outcome in this report: %s" % (
             len(no_outcome), ", ".join(no_outcome)))
+    unjudged = HS.not_judged(report)
+    if unjudged:
+        out.append("%d rule(s) OpenSCAP did not judge pass or fail at the end, to check by hand: %s" % (
+            len(unjudged), ", ".join("%s (%s)" % (e["rule"], e["result"]) for e in unjudged)))
+    unreliable = sorted(r for r, row in (report.get("rules") or {}).items() if row.get("reason") == "check_unreliable")
+    if unreliable:
+        out.append("%d rule(s) pass only because a package name this host's sources do not have is not installed: "
+                   "the check proves nothing, a person checks by hand (check_unreliable): %s" % (
+                       len(unreliable), ", ".join(unreliable)))
     if checklist_refused:
         out.append("No STIG checklist: %s" % checklist_refused)
     return out
+
+
+def rule_warnings(report: HR.HostReport) -> list[dict]:
+    """Every rule's scope warnings (``rules.<rule>.warnings``), rules sorted: {rule, outcome,
+    reason, warning}, one entry per warning."""
+    return [{"rule": rule, "outcome": row.get("outcome"), "reason": row.get("reason"), "warning": w}
+            for rule, row in sorted((report.get("rules") or {}).items()) for w in row.get("warnings") or ()]
 
 
 def _severity(report: HR.HostReport) -> t.Callable[[str], str]:
@@ -158,6 +179,7 @@ def render(hosts: t.Mapping[str, HR.HostReport], run_id: str, generated: str,
         charts={h: chart(r) for h, r in hosts.items()}, glances={h: HS.glance(r) for h, r in hosts.items()},
         groups={h: rule_groups(r) for h, r in hosts.items()}, ledgers={h: HS.changes(r) for h, r in hosts.items()},
         warnings={h: warnings(r, refused.get(h)) for h, r in hosts.items()},
+        rule_warnings={h: rule_warnings(r) for h, r in hosts.items()},
         severity={h: _severity(r) for h, r in hosts.items()}, show_ids={h: has_ids(r) for h, r in hosts.items()},
         buckets=HS.BUCKETS, human=HS.HUMAN, without_report=list(without_report), outputs=dict(outputs or {}))
 

@@ -16,6 +16,8 @@ class Scanner:
     A later re-check of some rules that wants neither evidence nor an ARF reads oscap's
     ``--progress`` lines (``results_source=progress``) instead of the 6.6 MB results document
     oscap writes for the Debian 12 content even for one rule (issue 9: about 0.3 s a call).
+    ``timeout``: the seconds oscap may run (oscap_eval's ``timeout``; None: its default); the
+    ``Verifier`` sets it from the host's baseline scan (``decisions.scan_timeout``).
     """
 
     def __init__(self, session, task_vars: dict, datastream: str, profile: str, tailoring: str | None):
@@ -23,6 +25,7 @@ class Scanner:
         self.task_vars = task_vars
         self.base_args = {"datastream": datastream, "profile": profile}
         self.validated = False
+        self.timeout: int | None = None
         if tailoring:
             self.base_args["tailoring_content"] = tailoring
 
@@ -38,6 +41,8 @@ class Scanner:
             args["rules"] = list(rules)
         if evidence:
             args["evidence"] = True
+        if self.timeout:
+            args["timeout"] = int(self.timeout)
         if self.validated:
             args["skip_validation"] = True
             if rules and not evidence and not arf_path:

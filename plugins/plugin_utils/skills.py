@@ -28,7 +28,7 @@ import typing as t
 
 import yaml
 
-from ansible_collections.scapforge.remediation.plugins.plugin_utils import deps
+from ansible_collections.scapforge.remediation.plugins.plugin_utils import deps, safety
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.errors import ScapforgeError
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.safety import short_rule_id as _short
 
@@ -106,6 +106,13 @@ SCHEMA: dict = {
         "fixes": {"type": "object", "additionalProperties": {"type": "string", "pattern": "^[^/].*\\.ya?ml$"}},
         "modules": _STR_LIST,
         "health_checks": _STR_LIST,
+        # content defects the skill knows, each with its evidence (issue 17 item 7): an outcome
+        # of the rule (check_unreliable, a scope warning) names it
+        "known_content_defects": {"type": "array", "items": {
+            "type": "object", "additionalProperties": False, "required": ["rule", "defect", "evidence"],
+            "properties": {"rule": {"type": "string", "pattern": "^[a-z0-9_.-]+$"},
+                           "defect": {"type": "string", "minLength": 1},
+                           "evidence": {"type": "string", "minLength": 1}}}},
     },
 }
 _VALIDATOR = Draft202012Validator(SCHEMA) if Draft202012Validator else None  # None: jsonschema is missing
@@ -244,6 +251,11 @@ class Skill:
         (regex, multiline), why}. Source: case audit-immutable-last (`-e 2` loaded: the kernel
         refuses audit rule changes until a reboot)."""
         return [dict(p) for p in self.data.get("frozen_until_reboot") or ()]
+
+    def known_defect(self, rule_id: str) -> dict | None:
+        """The skill's ``known_content_defects`` entry of the rule (full or short id) or None."""
+        short = safety.short_rule_id(rule_id)
+        return next((dict(d) for d in self.data.get("known_content_defects") or () if d.get("rule") == short), None)
 
     def runs_last(self, rule_id: str) -> bool:
         """True for a rule of ``ordering.last``: applied after every other fix of the run."""

@@ -21,7 +21,7 @@ def merge_host_reports(run_dir: str, expected_hosts: t.Iterable[str] = ()) -> di
 
     Shape: ``{"run_id", "hosts": {host: report}, "totals": {"before": {...}, "after": {...},
     "outcomes": {...}, "memory": {"shown", "created", "reinforced", "retired"}}, "regressions":
-    {host: [rules]}, "without_report": [hosts]}``.
+    {host: [rules]}, "not_judged": {host: [rules OpenSCAP left unjudged at the end]}, "without_report": [hosts]}``.
     ``expected_hosts`` are the play's hosts: those with no report (unreachable, failed in
     preflight) are listed under ``without_report`` so no host silently drops out. A report
     that is not valid JSON is listed under ``"unreadable"`` with its error.
@@ -47,6 +47,7 @@ def merge_host_reports(run_dir: str, expected_hosts: t.Iterable[str] = ()) -> di
         "totals": {k: dict(sorted(v.items())) for k, v in totals.items()},
         "regressions": {h: r.get("regressions", []) for h, r in hosts.items() if r.get("regressions")},
         "errors": {h: r["error"] for h, r in hosts.items() if r.get("error")},
+        "not_judged": {h: sorted(r["not_judged"]) for h, r in hosts.items() if r.get("not_judged")},
         "without_report": sorted(set(expected_hosts) - set(hosts)),
     }
     if unreadable:
@@ -83,3 +84,14 @@ def write_host_report(run_dir: str, host: str, report: dict) -> str:
         json.dump(report, handle, indent=1, sort_keys=True)
     os.replace(tmp, path)
     return path
+
+
+def summary_unchanged(run_dir: str, summary: dict) -> bool:
+    """True when ``<run_dir>/summary.json`` already holds exactly ``summary`` (as
+    :func:`write_summary` writes it): no host report changed since the run's reports were
+    written, e.g. after a start that was refused and kept the old report (issue 17 item 4)."""
+    try:
+        with open(os.path.join(run_dir, "summary.json"), encoding="utf-8") as handle:
+            return handle.read() == json.dumps(summary, indent=1, sort_keys=True)
+    except OSError:
+        return False

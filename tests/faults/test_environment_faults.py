@@ -10,7 +10,8 @@ stays manageable, and the fault never counts against the rule (the next run trie
 - the connection dropped in the middle of an access-touching attempt (the controller's side of
   the host's veth taken down) under a short dead-man switch: the host stops with the connection
   lost, the switch restores the attempt's files by itself, a resumed run says so;
-- oscap killed by SIGSEGV while it verifies a fix (a wrapper in place of /usr/bin/oscap): the
+- oscap killed by SIGSEGV while it verifies a fix, and again when that scan is run once more
+  (issue 17 item 8: a crashed scan is retried once; a wrapper in place of /usr/bin/oscap): the
   rule ends ``scanner_crash`` with no Worker attempt (case scanner-crash), later scans work.
 
 Every test resets the host before and after. The row of each fault (what the product did, the
@@ -28,6 +29,7 @@ from pathlib import Path
 import pytest
 from lab_fixtures import REPO_ROOT
 from llm_server import ScriptedLLM
+from oscap_wrapper import calls, wrapped_oscap
 
 PREFIX = "xccdf_org.ssgproject.content_rule_"
 PROFILE = "xccdf_org.ssgproject.content_profile_anssi_bp28_high"
@@ -249,12 +251,7 @@ def test_connection_dropped_mid_attempt(lab, lab_host, lab_inventory, tmp_path):
         before = digests(host, (COMMON_ACCOUNT,))
         common_args = "-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null " + KEEPALIVE
         with ScriptedLLM() as llm:
-            def system(b, who):
-                return b["messages"][0]["content"].startswith("You are the %s" % who)
-
-            llm.script(lambda b: system(b, "Architect"), {"verdict": "PLAN", "plan": "p"}, times=None)
-            llm.script(lambda b: system(b, "Reflector"), {"diagnosis": "d", "lesson": None}, times=None)
-            llm.script(lambda b: system(b, "Worker"), DROP_TASKS)
+            llm.script_agents({None: DROP_TASKS})
             extra = {"scapforge_rules": [DROP_RULE], "scapforge_llm_base_url": llm.url,
                      "scapforge_llm_model": "scripted", "scapforge_llm_max_attempts": 1,
                      "scapforge_deadman_seconds": SWITCH, "scapforge_run_id": run_id,
@@ -328,60 +325,42 @@ def test_connection_dropped_mid_attempt(lab, lab_host, lab_inventory, tmp_path):
 
 # ---------------------------------------------------------------------- (d) oscap killed
 
-#: in place of /usr/bin/oscap: the real one, except that the Nth ``oscap xccdf eval`` of the run
-#: (counted in /run) kills itself with SIGSEGV before it starts.
-OSCAP_WRAPPER = """#!/bin/sh
-real=/usr/bin/oscap.scapforge-real
-if [ "$1" = xccdf ]; then
-  n=$(( $(cat /run/scapforge-oscap-count 2>/dev/null || echo 0) + 1 ))
-  echo "$n" > /run/scapforge-oscap-count
-  if [ "$n" = "$(cat /run/scapforge-oscap-crash-at 2>/dev/null)" ]; then
-    echo "scapforge fault test: SIGSEGV on call $n" >&2
-    kill -SEGV $$
-  fi
-fi
-exec "$real" "$@"
-"""
+#: the oscap calls that crash kill themselves with SIGSEGV first.
+SEGV = """    echo "scapforge fault test: SIGSEGV on call $n" >&2
+    kill -SEGV $$"""
 
 
 def test_oscap_killed_by_a_signal_while_verifying(lab, lab_host, lab_inventory, tmp_path, remediate):
     rule = "accounts_umask_etc_login_defs"
     host = lab.reset([lab_host.name])[0]
     files = ("/etc/login.defs",)
-    wrapped = False
-    try:
-        before = digests(host, files)
-        real = root(host, "sha256sum /usr/bin/oscap").split()[0]
-        root(host, "mv /usr/bin/oscap /usr/bin/oscap.scapforge-real && cat > /usr/bin/oscap <<'EOF'\n%sEOF\n"
-             "chmod 0755 /usr/bin/oscap && echo 2 > /run/scapforge-oscap-crash-at && rm -f /run/scapforge-oscap-count"
-             % OSCAP_WRAPPER)
-        wrapped = True
+    before = digests(host, files)
+    with wrapped_oscap(host, [2, 3], SEGV):
         with ScriptedLLM() as llm:  # an endpoint is there: the product must still not ask a Worker
             llm.script(lambda b: True, {"verdict": "PLAN", "plan": "p", "tasks": [], "diagnosis": "d"}, times=None)
             extra = {"scapforge_rules": [rule], "scapforge_llm_base_url": llm.url, "scapforge_llm_model": "scripted"}
             proc, seconds = timed(remediate, lab_inventory, host, tmp_path, extra)
             asked = list(llm.requests)
         assert proc.returncode == 0, proc.stdout[-4000:]
-        assert root(host, "cat /run/scapforge-oscap-count").strip() == "3"  # baseline, verify (killed), rescan
+        # baseline, verify (killed), the verify run once more (killed again), rescan
+        assert calls(host) == 4
         report = report_of(tmp_path, host)
         outcome = report["rules"][rule]
         assert (outcome["outcome"], outcome["reason"]) == ("escalated", "scanner_crash"), outcome
         assert [(a["source"], a["verdict"], a["reason"], a["rolled_back"]) for a in outcome["attempt_log"]] == [
             ("vendor", "failed", "scanner_crash", True)]
         assert "scanner crashed: oscap was killed by SIGSEGV" in outcome["detail"]
-        assert "scapforge fault test: SIGSEGV on call 2" in outcome["detail"]
+        assert "scapforge fault test: SIGSEGV on call 3" in outcome["detail"]  # the retried scan's word
         assert asked == []  # never a Worker (nor an Architect) for a scanner crash
         verify = [e["data"] for e in events_of(tmp_path) if e["event"] == "verify"]
-        assert verify and verify[0].get("error_kind") == "scanner_crashed"
+        assert verify and verify[0].get("error_kind") == "scanner_crashed" and verify[0].get("tries") == 2
+        retries = [e["data"] for e in events_of(tmp_path) if e["event"] == "scan_retry"]
+        assert [(r["label"], r["error_kind"]) for r in retries] == [("verify", "scanner_crashed")]
+        assert "SIGSEGV on call 2" in retries[0]["msg"]
         # later scans work: the rescan after the crash gave the run its counts
         assert report["after"] is not None and report["after_scan"] in ("rescan", "final")
         assert report["after"].get("fail", 0) >= 1 and report["stopped"] is None
         assert digests(host, files) == before  # the unjudged fix was rolled back
-    finally:
-        if wrapped:
-            root(host, "mv -f /usr/bin/oscap.scapforge-real /usr/bin/oscap; "
-                       "rm -f /run/scapforge-oscap-count /run/scapforge-oscap-crash-at", check=False)
-    assert root(host, "sha256sum /usr/bin/oscap").split()[0] == real
     after = own_oscap(host, [rule])
     row("oscap killed by SIGSEGV while verifying (%s)" % rule, "escalated scanner_crash, fix rolled back, "
         "no Worker call, rescan ok", "yes", become_works(host), after.get(rule), "none", seconds)

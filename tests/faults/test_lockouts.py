@@ -112,17 +112,9 @@ def test_a_worker_that_breaks_pam_or_sshd_is_undone(lab, lab_host, lab_inventory
     try:
         before = digests(host)
         with ScriptedLLM() as llm:
-            def system(b, who):
-                return b["messages"][0]["content"].startswith("You are the %s" % who)
-
-            llm.script(lambda b: system(b, "Architect"), {"verdict": "PLAN", "plan": "p"}, times=None)
-            llm.script(lambda b: system(b, "Reflector"), {"diagnosis": "d", "lesson": None}, times=None)
-            llm.script(lambda b: system(b, "Worker") and "Rule: accounts_passwords_pam_faillock_deny (" in
-                       b["messages"][1]["content"], PAM_DENY)
-            llm.script(lambda b: system(b, "Worker") and "Rule: accounts_password_pam_retry (" in
-                       b["messages"][1]["content"], SSHD_BROKEN)
-            llm.script(lambda b: system(b, "Worker") and "Rule: accounts_passwords_pam_faillock_interval (" in
-                       b["messages"][1]["content"], SUDOERS_BROKEN)
+            llm.script_agents({"accounts_passwords_pam_faillock_deny": PAM_DENY,
+                               "accounts_password_pam_retry": SSHD_BROKEN,
+                               "accounts_passwords_pam_faillock_interval": SUDOERS_BROKEN})
             extra = {"scapforge_rules": ["accounts_passwords_pam_faillock_deny", "accounts_password_pam_retry",
                                          "accounts_passwords_pam_faillock_interval"],
                      "scapforge_llm_base_url": llm.url, "scapforge_llm_model": "scripted",

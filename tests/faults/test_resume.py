@@ -108,3 +108,9 @@ def test_killed_mid_attempt_then_resumed(lab, lab_host, lab_inventory, tmp_path)
     assert [e["event"] for e in events].count("run_start") == 2
     assert [e for e in events if e["event"] == "resume"]
     assert host.ssh("sudo test -d /var/lib/scapforge/checkpoints/%s" % RUN_ID, check=False).returncode == 1
+    # the killed start left the host's run lock (its ansible-playbook is gone): the resumed start
+    # took it over, or found it released, and released it at its end (issue 17 item 2)
+    locks = [e["data"] for e in events if e["event"] == "run_lock"]
+    print("run locks: %s" % locks)
+    assert len(locks) == 2 and (locks[1]["taken_over"] or {"run_id": RUN_ID})["run_id"] == RUN_ID
+    assert host.ssh("sudo test -e /var/lib/scapforge/run.lock", check=False).returncode == 1

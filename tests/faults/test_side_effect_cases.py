@@ -241,14 +241,7 @@ def test_dotfile_symlink_owner_worker_chown_through_the_link(lab, lab_host, lab_
         root(host, DOT_SETUP)
         before, link = sensitive_state(host), link_state(host)
         with ScriptedLLM() as llm:
-            def system(b, who):
-                return b["messages"][0]["content"].startswith("You are the %s" % who)
-
-            llm.script(lambda b: system(b, "Architect"), {"verdict": "PLAN", "plan": "p"}, times=None)
-            llm.script(lambda b: system(b, "Reflector"), {"diagnosis": "d", "lesson": None}, times=None)
-            for rule in DOT_RULES:
-                llm.script(lambda b, r=rule: system(b, "Worker") and "Rule: %s (" % r in b["messages"][1]["content"],
-                           dot_answer(rule))
+            llm.script_agents({rule: dot_answer(rule) for rule in DOT_RULES})
             report = run_job(remediate, lab_inventory, host, tmp_path, DOT_RULES, scapforge_llm_base_url=llm.url,
                              scapforge_llm_model="scripted", scapforge_llm_max_attempts=1)
             assert llm.unused_scripts == []
@@ -261,7 +254,7 @@ def test_dotfile_symlink_owner_worker_chown_through_the_link(lab, lab_host, lab_
             assert "sensitive_file /etc/shadow" in outcome["detail"] and outcome["side_effects"] == []
             assert [(a["source"], a["verdict"], a["reason"], a["rolled_back"]) for a in outcome["attempt_log"]] == [
                 ("vendor", "ineffective", "fix_ineffective", True),
-                ("worker", "unhealthy", "side_effect_rolled_back", True)]
+                ("worker", "unhealthy", "side_effect_rolled_back", False)]
             worker = outcome["attempt_log"][-1]
             assert [(f["path"], f["what"], f["before"], f["after"], f["unhealthy"])
                     for f in worker["side_effects"] if f["kind"] == "sensitive_file"] == [

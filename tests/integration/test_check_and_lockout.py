@@ -55,4 +55,4 @@ def test_sshd_check_works_with_host_key_checking_on(lab, lab_host, lab_inventory
     health = [e["data"]["detail"] for e in events if e["event"] == "health"]
     # the fresh login through the check sshd, then the checks after every attempt (sshd -t,
     # visudo -c, package db, failed units, side effects)
-    assert health == ["sshd with the new configuration: fresh login and sudo ok; 5 checks ok"]
+    assert health == ["sshd with the new configuration: fresh login and sudo ok; 9 checks ok"]

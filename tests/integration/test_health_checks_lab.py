@@ -40,6 +40,10 @@ FLAG = "/etc/scapforge-health-flag"
 NONCE_FILE = "/etc/scapforge-health-nonce"
 UNIT = "scapforge-health-test.service"
 PACKAGE = "scapforge-health-test"
+#: files the tests change, copied before each test and put back after it
+BACKED_UP = ("/etc/ssh/sshd_config", "/etc/profile", "/etc/pam.d/common-auth", "/etc/pam.d/common-password")
+#: a log service the lab does not install: a stand-in unit of that name plays it
+FAKE_LOGGER = "rsyslog.service"
 TIMINGS = []
 
 
@@ -83,16 +87,18 @@ def print_timings():
 @pytest.fixture
 def host(lab_host):
     """The lab host, with what these tests change put back afterwards."""
-    for path in ("/etc/ssh/sshd_config", "/etc/profile"):
+    for path in BACKED_UP:
         sh(lab_host, "cp -a %s %s.scapforge-health-bak" % (path, path))
     yield lab_host
     sh(lab_host, "rm -f %s %s %s %s /etc/profile.d/tmout.sh /home/scapforge/.evil /home/scapforge/.rootowned"
        % (SUDOERS_BAD, SUDOERS_UMASK, FLAG, NONCE_FILE), check=False)
-    for path in ("/etc/ssh/sshd_config", "/etc/profile"):
+    for path in BACKED_UP:
         sh(lab_host, "mv -f %s.scapforge-health-bak %s" % (path, path), check=False)
     sh(lab_host, "chown root:shadow /etc/shadow && chmod 0640 /etc/shadow", check=False)
     sh(lab_host, "systemctl stop %s; systemctl reset-failed %s; rm -f /run/systemd/system/%s; systemctl daemon-reload; "
                  "dpkg --purge %s >/dev/null 2>&1; true" % (UNIT, UNIT, UNIT, PACKAGE), check=False)
+    sh(lab_host, "if [ -f /run/systemd/system/%s ]; then systemctl stop %s; rm -f /run/systemd/system/%s; "
+                 "systemctl daemon-reload; fi; true" % (FAKE_LOGGER, FAKE_LOGGER, FAKE_LOGGER), check=False)
 
 
 @pytest.fixture
@@ -134,7 +140,8 @@ def test_clean_host_baseline_matches_the_host_and_is_healthy(tmp_path, host, lab
         "login_sh_root": 0, "login_sh_user": 0, "login_bash_root": 0, "login_bash_user": 0}
     after = report["after"]
     assert after["healthy"] is True, after
-    assert set(after["checks"]) == {"sshd_t", "visudo_c", "pkgdb", "units", "user_1", "side_effects"}
+    assert set(after["checks"]) == {"sshd_t", "visudo_c", "pkgdb", "units", "services", "sshd_effective", "pam_modules",
+                                    "passwd_change", "user_1", "side_effects"}
     assert "side_effects" not in after
     assert report["seconds"]["after"] < 10
 
@@ -145,8 +152,10 @@ def test_broken_sshd_config_is_caught_by_sshd_t(tmp_path, host, lab_inventory):
                            "repair": "cp -a /etc/ssh/sshd_config.scapforge-health-bak /etc/ssh/sshd_config"})
     after = report["after"]
     assert after["healthy"] is False
-    assert failed_checks(after) == ["sshd_t"]
+    assert failed_checks(after) == ["sshd_effective", "sshd_t"]  # sshd -T refuses it too
+    assert after["codes"] == ["sshd_config_invalid", "sshd_effective_config_invalid"]
     assert "ScapforgeBogusKeyword" in after["checks"]["sshd_t"]["detail"]
+    assert "ScapforgeBogusKeyword" in after["checks"]["sshd_effective"]["detail"]
     assert after["checks"]["sshd_t"]["detail"].startswith("exit 255")
     assert report["repaired"]["healthy"] is True
 
@@ -320,3 +329,42 @@ def test_content_dot_owner_fix_globs_nothing_under_dash(tmp_path, host, lab_inve
     assert report["fix"]["ok"] is True, report["fix"]
     assert report["after"]["healthy"] is True and "side_effects" not in report["after"]
     assert sh(host, "stat -c '%U' /home/scapforge/.rootowned /etc/shadow").split() == ["root", "root"]
+
+
+def throwaway_accounts(host):
+    return sh(host, "getent passwd | cut -d: -f1 | grep '^scapforge-hc-'; ls -d /home/scapforge-hc-* 2>/dev/null; "
+                    "grep '^scapforge-hc-' /etc/security/opasswd; true").split()
+
+
+def test_a_missing_pam_module_and_a_broken_password_change_are_caught(tmp_path, host, lab_inventory):
+    # issue 17 item 6: login and sudo still work (an optional auth module that is gone, a
+    # password stack that refuses): only the PAM and password checks see it
+    report = run_health(tmp_path, host, lab_inventory, "pam_passwd", **{
+        "break": "sed -i '1i auth optional pam_scapforge_gone.so' /etc/pam.d/common-auth && "
+                 "sed -i '1i password requisite pam_deny.so' /etc/pam.d/common-password",
+        "repair": "cp -a /etc/pam.d/common-auth.scapforge-health-bak /etc/pam.d/common-auth && "
+                  "cp -a /etc/pam.d/common-password.scapforge-health-bak /etc/pam.d/common-password"})
+    base = report["baseline"]
+    assert {n: base["results"][n]["rc"] for n in ("sshd_effective", "pam_modules", "passwd_change")} == {
+        "sshd_effective": 0, "pam_modules": 0, "passwd_change": 0}
+    assert base["pam_problems"] == {}
+    after = report["after"]
+    assert failed_checks(after) == ["pam_modules", "passwd_change"]
+    assert after["codes"] == ["pam_module_broken", "password_change_failed"]
+    assert after["checks"]["pam_modules"]["problems"] == ["missing pam_scapforge_gone.so"]
+    assert "chpasswd exited 1" in after["checks"]["passwd_change"]["detail"]
+    assert report["repaired"]["healthy"] is True, report["repaired"]
+    assert throwaway_accounts(host) == []
+
+
+def test_a_log_service_that_ran_and_stopped_is_caught(tmp_path, host, lab_inventory):
+    setup = ("printf '[Unit]\\nDescription=scapforge stand-in logger\\n[Service]\\nExecStart=/bin/sleep infinity\\n' "
+             "> /run/systemd/system/%s && systemctl daemon-reload && systemctl start %s" % (FAKE_LOGGER, FAKE_LOGGER))
+    report = run_health(tmp_path, host, lab_inventory, "log_service", **{
+        "setup": setup, "break": "systemctl stop %s" % FAKE_LOGGER, "repair": "systemctl start %s" % FAKE_LOGGER})
+    assert FAKE_LOGGER in report["baseline"]["active_units"]
+    after = report["after"]
+    assert failed_checks(after) == ["services"]
+    assert after["codes"] == ["core_service_stopped"]
+    assert after["checks"]["services"]["detail"] == "the log service rsyslog.service ran before any change and runs no more"
+    assert report["repaired"]["healthy"] is True

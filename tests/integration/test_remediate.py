@@ -150,7 +150,8 @@ def test_environment_and_reboot_rules_are_classified(first_run):
     dmesg = rules["sysctl_kernel_dmesg_restrict"]
     assert dmesg["attempts"] == 1
     if first_run["after"]["sysctl_kernel_dmesg_restrict"] == "pass":
-        assert (dmesg["outcome"], dmesg["reason"]) == ("remediated", "verified")
+        # issue 17 item 5: a task failed (the reload), so the pass is not "verified"
+        assert (dmesg["outcome"], dmesg["reason"]) == ("remediated", "passes_without_fix")
         assert "permission denied" in dmesg["detail"] or "Read-only" in dmesg["detail"]
     else:  # still failing: the read-only /proc/sys is named, or it waits for a reboot
         assert (dmesg["outcome"], dmesg["reason"]) in (

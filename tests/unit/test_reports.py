@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime
 import json
 import re
+import typing as t
 from pathlib import Path
 
 import lxml.html
@@ -266,7 +267,7 @@ def test_html_summary_reconciles_a_full_run(tmp_path):
     became = sum(int(m) for m in re.findall(r"\((\d+) became applicable\)", text))
     assert became == len(HS.became_applicable(report)) == 3
     sections = [s.get("id") for s in page.xpath("//body/section")]
-    assert sections == ["summary", "warnings", "changes", "categories", "rules", "outputs"]
+    assert sections == ["summary", "warnings", "changes", "ledger", "categories", "rules", "outputs"]
 
 
 def test_html_check_mode_shows_the_plan_and_the_tailoring(tmp_path):
@@ -341,3 +342,66 @@ def test_oscal_assessment_results_load_back_with_trestle(tmp_path):
     assert len(related) == 1 and "accounts_password_pam_dcredit" in tasks[related[0].task_uuid].title
     assert "+x=1" in tasks[related[0].task_uuid].remarks
     assert {e.href for e in fixed.relevant_evidence} == {"arf/lab7-before.xml", "arf/lab7-after.xml"}
+
+
+def _reconciled_report(with_key: bool = True) -> HR.HostReport:
+    """A host where every failing rule passes at the end (one by another rule's fix) and one
+    rule is notchecked: nothing fails, yet a rule is left to check by hand."""
+    ids = {k: [] for k in HR.ID_KINDS}
+    row = {"severity": "medium", "identifiers": ids, "category": "auth"}
+    report = {
+        "host": "lab6", "run_id": "r1", "profile": "p", "before": {"fail": 2, "notchecked": 1},
+        "after": {"pass": 2, "notchecked": 1}, "check_mode": False,
+        "outcomes": {"remediated/passes_after_other_fixes": 1, "remediated/verified": 1},
+        "rules": {"accounts_password_pam_retry": dict(row, rule="accounts_password_pam_retry", title="retry",
+                                                      outcome="remediated", reason="passes_after_other_fixes",
+                                                      attempts=0, detail="passes in the final scan after other rules' "
+                                                      "fixes; it was escalated/llm_unavailable"),
+                  "package_pam_pwquality_installed": dict(row, rule="package_pam_pwquality_installed", title="pwq",
+                                                          outcome="remediated", reason="verified", attempts=1)},
+        "scan_results": {"accounts_password_pam_retry": dict(row, title="retry", before="fail", after="pass"),
+                         "package_pam_pwquality_installed": dict(row, title="pwq", before="fail", after="pass"),
+                         "security_patches_up_to_date": dict(row, title="Ensure Software Patches Installed",
+                                                             before="notchecked", after="notchecked")},
+    }
+    if with_key:
+        report["not_judged"] = {"security_patches_up_to_date": {
+            "before": "notchecked", "result": "notchecked", "message": "None of the check-content-ref elements was resolvable.",
+            "why": "OpenSCAP did not check it (notchecked): the content has no automated check OpenSCAP can run for this "
+                   "rule; check it by hand; OpenSCAP says: None of the check-content-ref elements was resolvable."}}
+    return t.cast(HR.HostReport, report)
+
+
+def test_html_never_says_nothing_is_left_when_a_rule_is_notchecked(tmp_path):
+    """Issue 17 item 5: notchecked rules are named on the first screen with why, and the
+    heading counts them; a rule that passes by another rule's fix is not left for a human."""
+    report = _reconciled_report()
+    text, page = _page(tmp_path, {"lab6": report})
+    _outcomes, buckets, card = _summary_counts(page, "lab6")
+    assert buckets == {} and HS.glance(report)["left_for_human"] == 0
+    heading = card.xpath(".//h3[@data-left-for-human]")[0]
+    assert (heading.get("data-left-for-human"), heading.get("data-to-check-by-hand")) == ("0", "1")
+    assert heading.text_content() == "Left for a human: 0 failing, and 1 to check by hand"
+    item = card.xpath(".//details[@class='not-judged']//li")
+    assert [(li.get("data-rule"), li.get("data-result"), li.get("data-before")) for li in item] == [
+        ("security_patches_up_to_date", "notchecked", "notchecked")]
+    assert item[0].text_content() == (
+        "security_patches_up_to_date (notchecked, Ensure Software Patches Installed): "
+        + report["not_judged"]["security_patches_up_to_date"]["why"])
+    warned = page.xpath("//section[@id='warnings']//li")
+    assert [w.text_content() for w in warned] == [
+        "lab6: 1 rule(s) OpenSCAP did not judge pass or fail at the end, to check by hand: "
+        "security_patches_up_to_date (notchecked)"]
+    row = page.xpath("//tr[@data-rule='accounts_password_pam_retry']")[0]
+    assert (row.get("data-outcome"), row.get("data-reason")) == ("remediated", "passes_after_other_fixes")
+    assert HS.console_lines("lab6", report)[2] == (
+        "lab6:   left for a human: 0 of the 0 rules failing at the end; 1 not judged by OpenSCAP, to check by hand: "
+        "security_patches_up_to_date")
+
+
+def test_an_older_report_without_not_judged_still_names_the_notchecked_rule():
+    rows = HS.not_judged(_reconciled_report(with_key=False))
+    assert rows == [{"rule": "security_patches_up_to_date", "title": "Ensure Software Patches Installed",
+                     "before": "notchecked", "result": "notchecked", "message": None,
+                     "why": report_html.HS.decisions.NOT_JUDGED_WHY["notchecked"]}]
+    assert HS.not_judged({"host": "x", "error": {"reason": "content", "msg": "m"}}) == []

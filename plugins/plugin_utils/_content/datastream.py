@@ -17,6 +17,7 @@ from ansible_collections.scapforge.remediation.plugins.plugin_utils._content.xcc
     T_GROUP,
     T_RULE,
     T_SUB,
+    T_TAILORING,
     T_VALUE,
     X,
     XCCDF11_NS,
@@ -42,6 +43,14 @@ _CCI_RE = re.compile(r"^CCI-\d+$")
 _SV_RE = re.compile(r"^SV-\d+r\d+_rule$")
 
 
+#: what a file with another root than a datastream's most likely is, and what to do with it.
+_WRONG_ROOT_HINT = {
+    T_TAILORING: ": it is an XCCDF tailoring file; give it as scapforge_tailoring_src (tailoring_src), "
+                 "with the datastream it tailors as scapforge_datastream_src",
+    T_BENCHMARK: ": it is a bare XCCDF 1.2 Benchmark; give the SCAP source datastream (ssg-*-ds.xml) that holds it",
+}
+
+
 def benchmark_of(data: bytes, source: str):
     """The first XCCDF 1.2 Benchmark element of a datastream's bytes; CatalogError when
     they are no SCAP source datastream, hold none (or only XCCDF 1.1), or it has no id."""
@@ -49,7 +58,7 @@ def benchmark_of(data: bytes, source: str):
     if root.tag != "{%s}data-stream-collection" % DS_NS:
         raise CatalogError(
             "%s is not a SCAP source datastream: root element is <%s>, expected "
-            "<ds:data-stream-collection> (%s)" % (source, local(root.tag), DS_NS)
+            "<ds:data-stream-collection> (%s)%s" % (source, local(root.tag), DS_NS, _WRONG_ROOT_HINT.get(root.tag, ""))
         )
     benchmark = next(root.iter(T_BENCHMARK), None)
     if benchmark is None:

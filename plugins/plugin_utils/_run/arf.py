@@ -5,6 +5,7 @@ compressed), then brought to ``<run dir>/arf/<host>-before.xml`` and ``-after.xm
 from __future__ import annotations
 
 import os
+import typing as t
 
 from ansible.errors import AnsibleError
 
@@ -15,6 +16,7 @@ ARF_ROOT = "/var/lib/scapforge/arf"
 FETCH_ACTION = "ansible.builtin.fetch"
 #: which scans keep their ARF, under which name (the last "after" wins).
 KEPT = {"baseline": "before", "rescan": "after", "final": "after"}
+XCCDF = "http://checklists.nist.gov/xccdf/1.2"
 
 
 class ArfStore:
@@ -76,3 +78,24 @@ class ArfStore:
             return self.ctx.session.execute_module(name, args)
         except AnsibleError as exc:
             return {"failed": True, "msg": str(exc)}
+
+
+def rule_messages(path: str | None, rule_ids: t.Collection[str]) -> dict[str, str]:
+    """{full rule id: its rule-result's ``message`` texts, joined} for ``rule_ids`` in the
+    ARF file at ``path`` (the last TestResult's; none for a rule without messages). Never
+    raises: a missing or unreadable file gives {} (the report then says why in its own words)."""
+    if not path or not rule_ids or not os.path.isfile(path):
+        return {}
+    from lxml import etree
+    wanted, out = set(rule_ids), {}
+    try:
+        for _event, elem in etree.iterparse(path, events=("end",), tag="{%s}rule-result" % XCCDF, huge_tree=True):
+            rule = elem.get("idref")
+            if rule in wanted:
+                texts = [" ".join((m.text or "").split()) for m in elem.iter("{%s}message" % XCCDF)]
+                if any(texts):
+                    out[rule] = " | ".join(x for x in texts if x)[:300]
+            elem.clear()
+    except (OSError, etree.LxmlError):
+        return out
+    return out

@@ -8,17 +8,19 @@ import typing as t
 
 from ansible.errors import AnsibleError
 
-from ansible_collections.scapforge.remediation.plugins.plugin_utils import safety
+from ansible_collections.scapforge.remediation.plugins.plugin_utils import package_checks, safety
 from ansible_collections.scapforge.remediation.plugins.plugin_utils._run import decisions, report, setup
 from ansible_collections.scapforge.remediation.plugins.plugin_utils._run.arf import ArfStore
 from ansible_collections.scapforge.remediation.plugins.plugin_utils._run.deferred import DeferredPhase
+from ansible_collections.scapforge.remediation.plugins.plugin_utils._run.host_lock import HostLock
 from ansible_collections.scapforge.remediation.plugins.plugin_utils._run.options import LoopOptions
 from ansible_collections.scapforge.remediation.plugins.plugin_utils._run.resume import resume
+from ansible_collections.scapforge.remediation.plugins.plugin_utils._run.verifier import ScanError
 from ansible_collections.scapforge.remediation.plugins.plugin_utils._run.vendor import VendorPhase
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.agent_loop import WorkerPhase
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.console import ConsoleProgress
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.events import EventLog
-from ansible_collections.scapforge.remediation.plugins.plugin_utils.host_setup import LoopError, ParentWatch
+from ansible_collections.scapforge.remediation.plugins.plugin_utils.host_setup import ControllerGone, LoopError, ParentWatch
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.progress import Progress
 
 
@@ -51,9 +53,25 @@ class RemediationLoop:
 
     def run(self) -> dict:
         """Run the host and return its report. Raises LoopError when the run cannot start
-        (content, profile, LLM endpoint, baseline scan)."""
+        (``host_busy``: another run holds the host's run lock; content, profile, LLM
+        endpoint, baseline scan). The lock is taken once the options are sound and the host
+        is known not to be the controller, before anything that could change it, and held to
+        the end, and released on every way out but a dead controller's (ControllerGone: the
+        resumed run finds its holder gone and takes it over)."""
+        lock = HostLock(self.session, self.opts.run_id, self.parent.parent, self.events.emit)
+        release = True
+        try:
+            return self._run(lock)
+        except ControllerGone:
+            release = False
+            raise
+        finally:
+            if release:
+                lock.release()
+
+    def _run(self, lock: HostLock) -> dict:
         ctx, state = self.ctx, self.state = setup.build(self.session, self.opts, self.events, self.console,
-                                                        self.progress, self.parent, self.started)
+                                                        self.progress, self.parent, self.started, lock=lock)
         self.events.emit("run_start", **setup.run_start_fields(ctx, time.monotonic() - self.started))
         arf = ArfStore(ctx, state.arf)
         vendor, worker = VendorPhase(ctx, state), WorkerPhase(ctx, state, ctx.opts.budget)
@@ -64,15 +82,20 @@ class RemediationLoop:
         vendor.work([r for r in failing if r not in held])
         final = None if ctx.check_mode else self._scan_after(arf, "rescan" if self.opts.rescan else "final")
         picked_up = self._picked_up(baseline, final) if final is not None and self.opts.rescan else []
+        if state.scan_failed is not None:  # no scanner to judge a fix: the rest is named, not worked
+            held = self._unworked(held)
         if held or picked_up:  # the skill's last rules after every other fix, the rescan's included
             vendor.work(ctx.skill.order(picked_up + held))
         worked_by_agents = bool(state.queue) and ctx.agents is not None
         self._worker_queue(worker)
-        DeferredPhase(ctx, state).run()
+        if state.scan_failed is None:
+            DeferredPhase(ctx, state).run()
         if final is not None and (picked_up or held or worked_by_agents or state.rebooted):
             final = self._scan_after(arf, "final") or final  # a stopped host keeps the rescan's counts
-        if final is not None:
+        if final is not None and state.scan_failed is None:  # a failed final: the rescan predates later fixes
             self._mark_regressed(final.get("rules", {}))
+            self._mark_passing(final.get("rules", {}), final.get("label") or "final")
+            self._mark_unreliable(final.get("rules", {}))
         self._close_checkpoints()
         if not state.stopped:
             arf.fetch()
@@ -86,11 +109,13 @@ class RemediationLoop:
         if not ctx.check_mode:
             ctx.progress.append("start", run_id=self.opts.run_id)
             if ctx.resume.baseline is not None:
-                return resume(ctx, self.state)
+                resumed = resume(ctx, self.state)
+                ctx.verifier.follow(resumed)  # the scans' timeout, from the first start's baseline
+                return resumed
         baseline = ctx.verifier.scan(ctx.scan_rules, "baseline", arf_path=arf.path("baseline"))
         if not ctx.check_mode:
             ctx.progress.append("baseline", scan={k: baseline.get(k) for k in (
-                "rules", "oscap_version", "content_version", "label")})
+                "rules", "oscap_version", "content_version", "label", "elapsed")})
         return baseline
 
     def _work_items(self, baseline: dict) -> list[str]:
@@ -128,19 +153,71 @@ class RemediationLoop:
                 state.stop("stopped during %s: %s" % (item.short_id, str(exc)[-300:]), [rule_id])
 
     def _scan_after(self, arf: ArfStore, label: str) -> dict | None:
-        """A scan after changes were made: on failure the host stops and the report is still
-        written (``after`` null), since what was applied must not be lost."""
+        """A scan after changes were made; None when it failed. A failed scan (``ScanError``,
+        run twice when it hung or crashed; issue 17 item 8) does not stop the host: the rules
+        already worked keep their verified results, the rest are named with the scanner's
+        reason (``_unworked``), the report says which scan failed (``scan_failed``). A host the
+        controller can no longer reach stops; the report is still written (``after`` null),
+        since what was applied must not be lost."""
         if self.state.stopped:
             return None  # the controller cannot scan a host it can no longer manage
         try:
             return self.ctx.verifier.scan(self.ctx.scan_rules, label, arf_path=arf.path(label))
+        except ScanError as exc:
+            self.state.scan_failed = exc.record()
+            self.ctx.emit("scan_gave_up", **self.state.scan_failed)
+            return None
         except (LoopError, AnsibleError) as exc:
             self.state.stop("%s scan failed: %s" % (label, exc), ())
             return None
 
+    def _unworked(self, rules: t.Sequence[str]) -> list[str]:
+        """After a scan that failed twice: the rules not worked yet (``rules``: held for last;
+        the Worker's queue when there are agents: without, the Worker phase finishes them from
+        their vendor attempt, no scan needed) end with the scanner's reason
+        (``decisions.unworked_after_scan_failure``), none attempted; returns the rules left to
+        work (none)."""
+        failed, state = self.state.scan_failed or {}, self.state
+        reason = decisions.unworked_after_scan_failure(str(failed.get("reason")))
+        queue: list[str] = []
+        if self.ctx.agents is not None:
+            queue, state.queue = list(state.queue), []
+        state.finish_unworked(list(rules) + queue, reason, "not worked: %s" % failed.get("msg"))
+        return []
+
     def _mark_regressed(self, after: dict) -> None:
         for rule_id in decisions.regressed(self.state.outcomes, after):
             self.state.reclassify(rule_id, "regressed", "passed after its fix, %s in the final scan" % after.get(rule_id))
+
+    def _mark_passing(self, after: dict, label: str) -> None:
+        """Rules left for a human that pass in the final scan are not left for a human
+        (issue 17 item 5): other rules' fixes made them pass, and the detail says so."""
+        for rule_id in decisions.passing_at_the_end(self.state.outcomes, after):
+            old = self.state.outcomes[rule_id]
+            detail = decisions.passes_after_other_fixes_detail("%s/%s" % (old.outcome, old.reason), label,
+                                                               old.attempt_log, old.detail)
+            self.state.reclassify(rule_id, decisions.PASSES_AFTER_OTHER_FIXES, detail)
+
+    def _mark_unreliable(self, after: dict) -> None:
+        """Rules that pass only because a package name this host's sources do not have is not
+        installed (issue 17 item 7): ``check_unreliable``, a person checks (one read-only
+        ``apt-cache policy``; a failed read judges nothing)."""
+        checks = getattr(self.ctx.catalog, "removed_packages", None) or {}
+        passing = [r for r, v in after.items() if v == "pass" and r in checks]
+        if not passing:
+            return
+        try:
+            answer = self.session.run_command(package_checks.candidates_command(n for r in passing for n in checks[r]))
+        except AnsibleError as exc:
+            self.ctx.emit("package_candidates_unread", error=str(exc)[:300])
+            return
+        found = package_checks.unreliable(passing, checks, package_checks.parse_candidates(str(answer.get("stdout") or "")))
+        for rule_id, names in sorted(found.items()):
+            why = package_checks.detail(names, self.ctx.skill.known_defect(rule_id))
+            if rule_id in self.state.outcomes:
+                self.state.reclassify(rule_id, package_checks.REASON, why)
+            else:
+                self.state.finish(rule_id, package_checks.REASON, detail=why)
 
     def _close_checkpoints(self) -> None:
         """Remove this run's checkpoints from the host: every attempt is judged by now and

@@ -33,6 +33,7 @@ class LoopOptions:
     run_id: str = ""
     time_budget: float = 0.0  # seconds, 0 = no limit
     verify_batch: int = 8  # applied rules re-evaluated per oscap call
+    scan_timeout: int = 0  # seconds a scan may run; 0: ten times the baseline's, at least 120 (decisions.scan_timeout)
     skill: str = "anssi-debian12"
     skill_description: str = ""
     llm: t.Any = None

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import time
 
 from ansible_collections.scapforge.remediation.plugins.plugin_utils import host_report as HR
-from ansible_collections.scapforge.remediation.plugins.plugin_utils import outcomes, safety
+from ansible_collections.scapforge.remediation.plugins.plugin_utils import ledger, outcomes, safety
 from ansible_collections.scapforge.remediation.plugins.plugin_utils._run import decisions
+from ansible_collections.scapforge.remediation.plugins.plugin_utils._run.arf import rule_messages
 from ansible_collections.scapforge.remediation.plugins.plugin_utils._run.setup import tailoring_record
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.scanner import counts_of
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.summary import write_host_report
@@ -18,6 +20,18 @@ def llm_summary(ctx, state, llm_down: str | None) -> dict | None:
         return None
     return {"endpoint": ctx.opts.llm.base_url, "model": ctx.opts.llm.model,
             "tokens": sum(item.tokens for item in state.items.values()), "down": llm_down}
+
+
+def not_judged(ctx, state, before: dict, last: dict, final_scan: bool) -> dict:
+    """{short id: {before, result, why, message}} of the rules OpenSCAP left unjudged at the
+    end (``decisions.not_judged``), each with why in words and the scanner's message from
+    the last scan's ARF (null when it has none, or no ARF was fetched)."""
+    unjudged = decisions.not_judged(before, last)
+    arf = state.arf.get("after" if final_scan else "before")
+    messages = rule_messages(os.path.join(ctx.opts.run_dir, arf) if arf else None, unjudged)
+    return {safety.short_rule_id(rule): {"before": was, "result": value, "message": messages.get(rule),
+                                         "why": decisions.not_judged_why(was, value, messages.get(rule))}
+            for rule, (was, value) in unjudged.items()}
 
 
 def build(ctx, state, baseline: dict, final: dict | None, picked_up: list[str], memory: dict | None,
@@ -47,10 +61,12 @@ def build(ctx, state, baseline: dict, final: dict | None, picked_up: list[str], 
         "regressions": decisions.regressions(before, after),
         "picked_up_by_rescan": sorted(safety.short_rule_id(r) for r in picked_up),
         "not_work_items": {k: v for k, v in not_work.items() if v},
+        "not_judged": not_judged(ctx, state, before, last, final is not None),
         "still_failing": sorted(safety.short_rule_id(r) for r, v in after.items() if v == "fail"),
         "reboot_required": sorted(safety.short_rule_id(r) for r in outcomes.deferred_for_reboot(state.outcomes)),
         "rebooted": state.rebooted,
         "stopped": state.stopped,
+        "scan_failed": state.scan_failed,
         "seconds": round(time.monotonic() - state.started, 1),
         "package_facts": {"gathered": ctx.package_facts.gathered, "served": ctx.package_facts.served},
         "rules": {},
@@ -59,6 +75,7 @@ def build(ctx, state, baseline: dict, final: dict | None, picked_up: list[str], 
         "waivers": [dict(w.to_dict(), rule=safety.short_rule_id(r)) for r, w in sorted(ctx.waivers.items())],
         "expired_waivers": list(ctx.expired_waivers),
         "arf": dict(state.arf) or None,
+        "ledger": ledger.host_ledger(state.items.values()),
     }
     for rule_id, outcome in sorted(state.outcomes.items()):
         entry = outcome.to_dict()

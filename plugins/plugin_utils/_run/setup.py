@@ -48,8 +48,11 @@ class _Timer:
         self._clock = now
 
 
-def build(session, opts, events, console, progress, parent, started: float) -> tuple[RunContext, RunState]:
-    """Set the run up for the host behind ``session``; raises LoopError."""
+def build(session, opts, events, console, progress, parent, started: float,
+          lock=None) -> tuple[RunContext, RunState]:
+    """Set the run up for the host behind ``session``; raises LoopError. ``lock`` (the host's
+    run lock) is acquired once the host is known not to be the controller, before anything
+    that could change the host (LoopError ``host_busy``)."""
     check_mode = session.check_mode
     try:
         skill = load_skill(opts.skill)
@@ -73,6 +76,9 @@ def build(session, opts, events, console, progress, parent, started: float) -> t
     agents, token_ledger = _agents(session, opts, skill, remote_user, check_mode, events)
     memory = _memory(session, opts, catalog, events)
     health_commands = tuple(opts.health_commands) + tuple(skill.health_checks)
+    if lock is not None:  # the options are sound; the health baseline and every change come after
+        lock.acquire()
+        timer.lap("lock_s")
     baseline = None if check_mode else _health_baseline(session, opts, health_commands, remote_user, events)
     timer.lap("health_baseline_s")
     frozen = () if check_mode else tuple(_frozen_until_reboot(session, skill, events))
@@ -81,7 +87,7 @@ def build(session, opts, events, console, progress, parent, started: float) -> t
     outside = tuple(r for r in scan_rules if r not in selected)
     tailoring_xml, scan_profile = _scan_tailoring(catalog, profile, list(outside))
     scanner = Scanner(session, session.task_vars, opts.datastream, scan_profile, tailoring_xml)
-    verifier = Verifier(scanner, catalog, events)
+    verifier = Verifier(scanner, catalog, events, opts.scan_timeout)
     state = RunState(Sinks(events, console, None if check_mode else progress, None if check_mode else memory),
                      lambda rule_id: skill.category_of(catalog.rule(rule_id)), opts.time_budget, started)
     resume = progress.load()
@@ -90,7 +96,8 @@ def build(session, opts, events, console, progress, parent, started: float) -> t
                            gate_policy, opts.health_check, state.stop, want_evidence=agents is not None,
                            progress=progress, start=resume.starts + 1, parent=parent, baseline=baseline,
                            health_commands=health_commands, deadman_seconds=opts.deadman_seconds,
-                           home=gate_policy.home(), classify=_classifier(skill, events), facts_cache=package_facts)
+                           home=gate_policy.home(), classify=_classifier(skill, events), facts_cache=package_facts,
+                           run_id=opts.run_id)
     ctx = RunContext(
         opts=opts, session=session, task_vars=session.task_vars, skill=skill, catalog=catalog, trusted=trusted,
         content_source=source, profile=profile, scope=tuple(scope), scan_rules=scan_rules, scan_profile=scan_profile,

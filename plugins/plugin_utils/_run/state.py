@@ -45,6 +45,7 @@ class RunState:
         self.rebooted: dict | None = None  # the reboot of deferred fixes: rules, seconds, ok, detail
         self.interrupted: list[dict] = []  # attempts a crashed start left open, as settled
         self.arf: dict = {}  # before/after ARF paths relative to the run dir, or an "error"
+        self.scan_failed: dict | None = None  # a scan after changes that failed twice (ScanError.record)
 
     # -- work items ------------------------------------------------------------------------
     def item(self, rule_id: str) -> A.WorkItem:
@@ -88,10 +89,12 @@ class RunState:
         last = ran[-1] if ran else None
         changed = ["%s (%s)" % (r.get("name"), r.get("module")) for r in (last.report.get("task_results") or [])
                    if r.get("changed") and not r.get("check_mode")] if last else []
-        kept = last.side_effects if last is not None and last.verdict == A.PASSED else []
+        stands = last if last is not None and last.verdict == A.PASSED else None
+        kept = stands.side_effects if stands is not None else []
         return self.finish(item.rule, reason, attempts=len(item.attempts), modules=modules, changed_tasks=changed,
                            detail=detail[:800], attempt_log=[a.log_entry() for a in item.attempts],
-                           lessons_shown=list(item.lessons_shown), side_effects=list(kept))
+                           lessons_shown=list(item.lessons_shown), side_effects=list(kept),
+                           warnings=list(stands.warnings) if stands is not None else [])
 
     def reclassify(self, rule_id: str, reason: str, detail: str) -> outcomes.RuleOutcome:
         """Give a finished rule a new reason: every other field of its outcome stays."""
@@ -106,6 +109,11 @@ class RunState:
         rules get ``host_stopped``. The first stop's detail is the one kept."""
         self.stopped = self.stopped or detail
         self.sinks.events.emit("host_stopped", detail=detail)
+        self.finish_unworked(rules, reason, detail)
+
+    def finish_unworked(self, rules: t.Iterable[str], reason: str, detail: str) -> None:
+        """Give ``rules`` still without an outcome ``reason``: from their work item (its
+        attempts kept) when they have one with attempts, else as never attempted."""
         for rule in rules:
             if rule in self.outcomes:
                 continue

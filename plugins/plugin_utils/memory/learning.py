@@ -60,6 +60,9 @@ REWARD, PENALTY, WEIGHT_CAP, WEIGHT_FLOOR = 0.1, 0.05, 1.0, 0.0
 FOLLOW_MODIFIER = {True: 1.0, False: 0.3, None: 0.5}
 #: reasons read from an OpenSCAP rule-result after an attempt (confidence 1.0, seed 004).
 OSCAP_VERIFIED = frozenset({"verified", "fix_ineffective", "no_effect", "regressed"})
+#: remediated reasons whose pass is not the fix's doing (issue 17 item 5): a lesson shown for
+#: the rule gets no reward or penalty from them and is never confirmed by them.
+NOT_BY_ITS_FIX = frozenset({"passes_after_other_fixes", "passes_without_fix"})
 #: seed 004: the follow-aware signal needs >= 5 retrievals with follow data in the category.
 MIN_FOLLOW_RETRIEVALS = 5
 #: issue 6 / seed 004: retire at >= 3 outcomes and utility < 0.3.
@@ -147,6 +150,8 @@ def success(lesson: t.Mapping, row: t.Mapping) -> int | None:
     """The retrieval's outcome term (module docstring): 1, 0 or None."""
     if row.get("mode") not in SHOWN_MODES or row.get("outcome") is None or row.get("from_memory"):
         return None
+    if row.get("reason") in NOT_BY_ITS_FIX:
+        return None
     if lesson.get("kind") == L.CAUTION:
         if row.get("rule") not in (lesson.get("rules") or {}):
             return None
@@ -227,7 +232,7 @@ def reinforce(lessons_table, usage_table, evidence_table, run_id: str, host: str
             new["outcomes"] = counts
             reinforced.append(lesson_id)
         if (doc.get("status") == L.CANDIDATE and (doc.get("scope") or {}).get("rule") == rule
-                and outcome == outcomes.REMEDIATED and not from_memory):
+                and outcome == outcomes.REMEDIATED and reason not in NOT_BY_ITS_FIX and not from_memory):
             ev = L.Evidence(lesson=lesson_id, source_kind=L.OUTCOME, source_id="%s/%s/%s" % (run_id, host, rule),
                             run_id=run_id, host=host, time=now, rule=rule, reason=reason,
                             detail="shown (%s) for %s, which was then remediated" % (row.get("mode"), rule))

@@ -34,7 +34,7 @@ def test_a_fresh_attempt_and_work_item_hold_nothing():
         "number": 1, "source": "vendor", "tasks": [], "rationale": "", "gate": None, "report": None,
         "checkpoint": None, "restore": None, "health": None, "result": None, "evidence": None, "reflection": None,
         "probes": [], "tokens": 0, "seconds": 0.0, "plan": "", "verdict": "", "reason": "", "rolled_back": None,
-        "detail": "", "origin": "", "side_effects": [], "gate_refusals": []}
+        "detail": "", "origin": "", "side_effects": [], "gate_refusals": [], "warnings": []}
     item = A.WorkItem(RULE)
     assert dataclasses.asdict(item) == {
         "rule": RULE, "category": "", "attempts": [], "plan": None, "plans": [], "reviews": 0, "reviewed_at": 0,
@@ -298,3 +298,17 @@ def test_next_step_budget_edges():
     failed(item, verdict=A.NO_EFFECT, reason="no_effect", detail="third")
     assert A.next_step(item, budget, True, 120.0) == A.Step(
         "finish", "attempt_budget", "2 Worker attempts made (budget 2); last: no_effect: third")
+
+
+def test_needs_rollback_when_the_fix_changed_what_no_file_checkpoint_saved():
+    """Issue 17: aide_periodic_cron_checking's fix (a package and a crontab entry) saved no
+    file, changed the host and was judged ineffective: it must be rolled back all the same."""
+    a = A.Attempt(1, A.VENDOR, verdict=A.INEFFECTIVE, reason="fix_ineffective", checkpoint={"covered": []},
+                  report={"changed": True, "changes": [{"kind": "cron", "target": "root: aide", "change": "set"}]})
+    assert A.needs_rollback(a) is True
+    # a failed read-only grep pipeline says changed and changed nothing: no rollback to claim
+    assert A.needs_rollback(dataclasses.replace(a, report={"changed": True, "changes": []})) is False
+    saved = A.Attempt(1, A.VENDOR, verdict=A.FAILED, reason="fix_failed",
+                      checkpoint={"covered": [], "state": {"packages": True, "services": []}})
+    assert A.needs_rollback(saved) is True
+    assert A.needs_rollback(dataclasses.replace(a, verdict=A.PASSED, reason="verified")) is False

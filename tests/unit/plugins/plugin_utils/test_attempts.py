@@ -22,7 +22,10 @@ def attempt(item, source, verdict, reason, **kw):
     ("task 1: no module named 'x'", None, None, None, False, ("refused", "fix_refused")),
     (None, {"ok": True, "changed": True}, False, None, False, ("unhealthy", "unhealthy")),
     (None, {"ok": True, "changed": True}, True, "pass", False, ("passed", "verified")),
-    (None, {"ok": False, "error": "boom"}, True, "pass", False, ("passed", "verified")),
+    # issue 17 item 5: a pass after a failed task is kept, but is never "verified"
+    (None, {"ok": False, "error": "boom"}, True, "pass", False, ("passed", "passes_without_fix")),
+    (None, {"ok": False, "error": "sysctl: permission denied on key 'kernel.dmesg_restrict'"}, True, "pass", False,
+     ("passed", "passes_without_fix")),
     (None, PIPEFAIL, True, "fail", False, ("failed", "fix_failed")),
     (None, {"ok": False, "error": "sysctl: permission denied on key 'net.ipv4.x'"}, True, "fail", False,
      ("failed", "environment:read_only_proc_sys")),

@@ -117,9 +117,14 @@ def test_cron_file_relative_is_under_etc_cron_d():
         ["/etc/cron.d/y"]
 
 
-def test_cron_without_cron_file_is_a_users_crontab():
+def test_cron_without_cron_file_is_a_users_crontab_file_in_either_spool():
     t = touched("ansible.builtin.cron", name="x", job="true", user="bob")
-    assert t.paths == [] and t.unknown == "crontab of user bob (ansible.builtin.cron without cron_file)"
+    assert t.paths == ["/var/spool/cron/crontabs/bob", "/var/spool/cron/bob"] and t.unknown is None
+    # issue 17: aide_periodic_cron_checking's entry, user root, is saved as root's crontab file
+    assert touched("ansible.builtin.cron", name="run AIDE check", job="/usr/sbin/aide --check").paths == \
+        ["/var/spool/cron/crontabs/root", "/var/spool/cron/root"]
+    odd = touched("ansible.builtin.cron", name="x", job="true", user="../etc")
+    assert odd.paths == [] and odd.unknown == "crontab of user '../etc' (ansible.builtin.cron without cron_file)"
 
 
 def test_user_defaults_cover_account_files_and_note_the_home():

@@ -294,7 +294,7 @@ def test_check_after_gives_the_codes_of_what_failed(monkeypatch):
 
     def answer(action, script):
         nonce = script.split("\n", 1)[0][len(NONCE_LINE):]
-        rows = ["sshd_t 0", "visudo_c 0", "pkgdb 0", "units_failed skip", "user_1 1"] + \
+        rows = ["sshd_t 0", "visudo_c 0", "pkgdb 0", "units_failed skip", "services skip", "user_1 1"] + \
             ["%s skip" % name for name in LOGINS]
         out = ["SCAPFORGE_DATA %s files F 81a0 1000 1000 u u /etc/shadow" % nonce, "SCAPFORGE_CHECK %s files 0" % nonce]
         out += ["SCAPFORGE_CHECK %s %s" % (nonce, row) for row in rows] + ["SCAPFORGE_END " + nonce]

@@ -192,7 +192,7 @@ def test_untrusted_copy_src_and_template_read_controller_files():
 def test_report_to_dict_has_the_documented_fields():
     report = ExecutionReport.refusal("no")
     assert report.to_dict() == dict(ok=False, changed=False, refused="no", failed_task=None, error=None,
-                                    unreachable=False, modules=[], task_results=[], diffs=[])
+                                    unreachable=False, modules=[], task_results=[], diffs=[], changes=[])
 
 
 # ------------------------------------------------------------------ the vendor content

@@ -180,9 +180,16 @@ def after_text(**over):
                   line("files", 0)],
         "login": [line("login_%s_%s" % (s, w), 0) for s in ("sh", "bash") for w in ("root", "user")],
         "user": [line("user_1", 0), line("user_2", 1)],
+        "services": services_lines(),
     }
     parts.update(over)
     return "\n".join(sum(parts.values(), [])) + "\n" + END + "\n"
+
+
+def services_lines(running=()):
+    """The ``services`` check's answer: ``active`` for the units in ``running``, else inactive."""
+    return [data("services", "active" if unit in running else "inactive") for unit in H.core_units()] + \
+        [line("services", 0)]
 
 
 def judge(text, created=(), modes_asked=(), commands=COMMANDS, baseline=None):
@@ -213,7 +220,7 @@ def test_all_clean_is_healthy():
     checks, findings = judge(after_text())
     assert findings == []
     assert all(v["ok"] for v in checks.values()), checks
-    assert set(checks) == {"sshd_t", "visudo_c", "pkgdb", "units", "user_1", "user_2", "side_effects"}
+    assert set(checks) == {"sshd_t", "visudo_c", "pkgdb", "units", "user_1", "user_2", "services", "side_effects"}
     assert "as before any change" in checks["user_2"]["detail"]
 
 

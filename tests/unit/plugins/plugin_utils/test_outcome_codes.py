@@ -10,7 +10,7 @@ def test_an_outcome_from_its_reason_has_empty_defaults():
     assert O.RuleOutcome.of("r1", "verified").to_dict() == {
         "rule": "r1", "outcome": "remediated", "reason": "verified", "attempts": 0, "modules": [], "detail": "",
         "category": "", "changed_tasks": [], "attempt_log": [], "lessons_shown": [], "from_memory": None,
-        "side_effects": [], "waiver": None}
+        "side_effects": [], "waiver": None, "warnings": []}
 
 
 def test_the_errors_name_the_wrong_value():

@@ -19,6 +19,11 @@ def _outcome(rule, reason):
     return outcomes.RuleOutcome.of(rule, reason)
 
 
+def _outcomes(**reasons):
+    """{P + name: the outcome of that rule with its reason}, in the order given."""
+    return {P + name: _outcome(P + name, reason) for name, reason in reasons.items()}
+
+
 # ---------------------------------------------------------------- verification values
 
 def test_the_closed_lists():
@@ -214,14 +219,14 @@ def test_a_regression_is_marked():
     """Bug class: a regression never marked. A rule remediated during the run that the final
     scan shows failing (or with any result but pass) is regressed; one that still passes,
     one the final scan did not judge and one that was never remediated are not."""
-    by_rule = {
-        P + "z_undone": _outcome(P + "z_undone", "verified"),
-        P + "kept": _outcome(P + "kept", "verified"),
-        P + "unscanned": _outcome(P + "unscanned", "verified"),
-        P + "after_reboot": _outcome(P + "after_reboot", "verified_after_reboot"),
-        P + "escalated": _outcome(P + "escalated", "fix_failed"),
-        P + "a_error": _outcome(P + "a_error", "verified"),
-    }
+    by_rule = _outcomes(
+        z_undone="verified",
+        kept="verified",
+        unscanned="verified",
+        after_reboot="verified_after_reboot",
+        escalated="fix_failed",
+        a_error="verified",
+    )
     after = {P + "z_undone": "fail", P + "kept": "pass", P + "after_reboot": "fail", P + "escalated": "fail",
              P + "a_error": "error"}
     assert D.regressed(by_rule, after) == [P + "z_undone", P + "after_reboot", P + "a_error"]  # by_rule's order
@@ -254,3 +259,132 @@ def test_an_unhealthy_batch_is_never_treated_as_healthy():
     # nothing needed restoring: the verdict rests on the host's health after (all([]) is True, any([]) is not)
     assert D.batch_verdict(False, [], True) == "bisect"
     assert D.batch_verdict(False, [], False) == "stop"
+
+
+# ---------------------------------------------------------------- a hung or crashed scan (issue 17 item 8)
+
+@pytest.mark.parametrize("baseline, override, timeout", [
+    (11.0, 0, 120),      # the anssi_bp28_high host of the issue: 110 s is under the floor
+    (11.9, 0, 120),      # 119 s: still the floor
+    (12.0, 0, 120),      # exactly the floor
+    (12.01, 0, 121),     # just over: ten times, rounded up
+    (30.0, 0, 300),      # ten times the baseline
+    (0.4, 0, 120),       # a few rules' baseline
+    (None, 0, 900),      # no baseline yet: oscap_eval's own default
+    (0, 0, 900),         # a duration of 0 is no duration
+    (-1.0, 0, 900),
+    (30.0, 5, 5),        # the override wins, even under the floor
+    (None, 45, 45),      # and before the baseline too
+    (30.0, -3, 300),     # a negative override is no override
+])
+def test_scan_timeout_follows_the_baseline(baseline, override, timeout):
+    assert D.scan_timeout(baseline, override) == timeout
+    assert isinstance(D.scan_timeout(baseline, override), int)
+
+
+def test_scan_timeout_constants():
+    assert (D.SCAN_TIMEOUT_FACTOR, D.SCAN_TIMEOUT_FLOOR, D.SCAN_TIMEOUT_UNKNOWN, D.SCAN_TRIES) == (10, 120, 900, 2)
+
+
+@pytest.mark.parametrize("result, tries, again", [
+    ({"failed": True, "error_kind": "timeout"}, 1, True),          # hung: killed, run once more
+    ({"failed": True, "error_kind": "scanner_crashed"}, 1, True),  # SIGSEGV
+    ({"failed": True, "error_kind": "oom_killed"}, 1, True),
+    ({"failed": True, "error_kind": "timeout"}, 2, False),         # once more only
+    ({"failed": True, "error_kind": "scanner_crashed"}, 3, False),
+    ({"failed": True, "error_kind": "oscap_error"}, 1, False),     # refused: the same call fails the same way
+    ({"failed": True}, 1, False),                                   # no kind: oscap_error
+    ({"failed": True, "error_kind": "unknown_rule"}, 1, False),
+    ({"rules": {P + "a": "pass"}}, 1, False),                       # a scan that finished
+    ({"failed": False, "error_kind": "timeout"}, 1, False),
+])
+def test_retry_scan_once_for_a_hung_or_crashed_scan(result, tries, again):
+    assert D.retry_scan(result, tries) is again
+
+
+@pytest.mark.parametrize("code, reason", [
+    ("scanner_crash", "scanner_crash"),
+    ("environment:disk_full", "environment:disk_full"),
+    ("scan_failed", "verify_error"),
+    ("oscap_error", "verify_error"),
+    ("", "verify_error"),
+])
+def test_a_rule_not_worked_after_a_failed_rescan_gets_the_scanners_reason(code, reason):
+    assert D.unworked_after_scan_failure(code) == reason
+    assert outcomes.outcome_for(D.unworked_after_scan_failure(code)) == outcomes.ESCALATED
+
+
+# ---------------------------------------------------------------- reconciled with the final scan
+
+def test_a_rule_left_for_a_human_that_passes_at_the_end_is_reconciled():
+    """Bug class (issue 17 item 5): a rule that passes in the final scan (another rule's fix
+    made it pass) stays escalated and is listed for a human. Every escalated reason and every
+    skipped reason but a waiver is reconciled when the final scan says pass; a waived rule, a
+    remediated or deferred one, one that still fails and one without a final result are not."""
+    by_rule = _outcomes(
+        z_no_fix="llm_unavailable",
+        rolled_back="fix_ineffective",
+        still_fails="llm_unavailable",
+        access="access_impacting",
+        waived="waived",
+        budget="budget",
+        kernel="environment:kernel_config",
+        verified="verified",
+        reboot="reboot_required",
+        unscanned="fix_failed",
+        a_error="fix_failed",
+        package_x_removed="check_unreliable",  # its pass proves nothing
+    )
+    after = {r: "pass" for r in by_rule if not r.endswith(("unscanned", "still_fails", "a_error"))}
+    after.update({P + "still_fails": "fail", P + "a_error": "error"})
+    assert D.passing_at_the_end(by_rule, after) == [P + "z_no_fix", P + "rolled_back", P + "access", P + "budget",
+                                                    P + "kernel"]  # by_rule's order
+    assert D.passing_at_the_end(by_rule, {}) == []
+    assert D.PASSES_AFTER_OTHER_FIXES == "passes_after_other_fixes"
+    assert outcomes.outcome_for(D.PASSES_AFTER_OTHER_FIXES) == "remediated"
+    assert [D.left_for_a_human(_outcome("r", reason)) for reason in (
+        "llm_unavailable", "host_stopped", "check_mode", "waived", "verified", "passes_without_fix", "reboot_required")] == [
+        True, True, True, False, False, False, False]
+
+
+def test_the_detail_says_whether_a_fix_of_its_own_stays_applied():
+    log = [{"attempt": 1, "changed": True, "rolled_back": True}, {"attempt": 2, "changed": False, "rolled_back": None},
+           {"attempt": 3, "changed": True, "rolled_back": False}, {"attempt": 4, "changed": True, "rolled_back": None}]
+    assert D.kept_attempts(log) == [3, 4]
+    assert D.kept_attempts(log[:2]) == []
+    assert D.passes_after_other_fixes_detail("escalated/llm_unavailable", "final", []) == (
+        "passes in the final scan after other rules' fixes; it was escalated/llm_unavailable; "
+        "no fix of its own stays applied")
+    assert D.passes_after_other_fixes_detail("escalated/fix_failed", "rescan", log, "task 2 failed") == (
+        "passes in the rescan after other rules' fixes; it was escalated/fix_failed; "
+        "its own attempt 3, 4 changed the host and stays applied (earlier: task 2 failed)")
+    assert D.passes_after_other_fixes_detail(None, "precheck", log[:1]) == (
+        "passes in the Worker's precheck after other rules' fixes; no attempt of its own passed; "
+        "no fix of its own stays applied")
+    assert len(D.passes_after_other_fixes_detail("escalated/x", "final", [], "y" * 2000)) == 800
+    assert D.passes_after_other_fixes_detail(None, "second", []).startswith("passes in the second scan after")
+
+
+def test_rules_openscap_leaves_unjudged_at_the_end():
+    """notchecked, error and unknown at the end, and notapplicable after a judged baseline; a
+    rule not applicable from the start, and every pass or fail, are not listed."""
+    before = {P + "patches": "notchecked", P + "gone": "fail", P + "was_pass": "pass", P + "na": "notapplicable",
+              P + "err": "pass", P + "ok": "fail"}
+    last = {P + "patches": "notchecked", P + "gone": "notapplicable", P + "was_pass": "notapplicable",
+            P + "na": "notapplicable", P + "err": "error", P + "ok": "pass", P + "new": "unknown"}
+    assert D.not_judged(before, last) == {P + "err": ("pass", "error"), P + "gone": ("fail", "notapplicable"),
+                                          P + "new": (None, "unknown"), P + "patches": ("notchecked", "notchecked"),
+                                          P + "was_pass": ("pass", "notapplicable")}
+    assert D.not_judged(before, {}) == {}
+    assert D.NOT_JUDGED == ("notchecked", "error", "unknown")
+
+
+def test_why_a_rule_is_unjudged_names_the_scanners_message():
+    msg = "None of the check-content-ref elements\n   was resolvable."
+    assert D.not_judged_why("notchecked", "notchecked", msg) == (
+        "OpenSCAP did not check it (notchecked): the content has no automated check OpenSCAP can run for this rule; "
+        "check it by hand; OpenSCAP says: None of the check-content-ref elements was resolvable.")
+    assert D.not_judged_why("notchecked", "notchecked", None) == D.NOT_JUDGED_WHY["notchecked"]
+    assert D.not_judged_why("fail", "notapplicable", None) == D.NOT_JUDGED_WHY["notapplicable"]
+    assert D.not_judged_why("pass", "error", None) == D.NOT_JUDGED_WHY["error"] + " (it was pass at baseline)"
+    assert D.not_judged_why(None, "informational", "") == "OpenSCAP's result is informational; check it by hand"

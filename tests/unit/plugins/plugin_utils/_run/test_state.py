@@ -9,6 +9,7 @@ import pytest
 
 from ansible_collections.scapforge.remediation.plugins.plugin_utils import attempts as A
 from ansible_collections.scapforge.remediation.plugins.plugin_utils import outcomes
+from ansible_collections.scapforge.remediation.plugins.plugin_utils._run.engine import RemediationLoop
 from ansible_collections.scapforge.remediation.plugins.plugin_utils._run.state import RunState, Sinks
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.console import ConsoleProgress
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.events import EventLog, read_events
@@ -108,7 +109,7 @@ def test_finish_emits_everywhere_exactly_once(run):
                                                                                      "kernel", 2)
     data = {"outcome": "escalated", "reason": "no_effect", "modules": ["ansible.posix.sysctl"], "detail": "still 1",
             "category": "kernel", "changed_tasks": [], "lessons_shown": [], "from_memory": None,
-            "side_effects": [], "waiver": None}
+            "side_effects": [], "waiver": None, "warnings": []}
     assert _events(tmp_path) == [("rule_complete", "sysctl_a", 2, data)]
     assert display.lines == ["web1: rule 1/1 sysctl_a attempt 2: escalated [no_effect]", "v: web1:   sysctl_a: still 1"]
     assert _progress(tmp_path) == [{"kind": "outcome", "rule": P + "sysctl_a", "outcome": outcome.to_dict()}]
@@ -174,6 +175,26 @@ def test_finish_item_keeps_side_effects_of_a_passed_fix_only(run):
     assert outcome.detail == "still fails"
 
 
+def test_finish_item_carries_the_scope_warnings_of_a_passed_fix_only(run):
+    """Issue 17 item 7: the warnings of the attempt that stands reach the outcome, its
+    event and the console line; a failed attempt's warnings do not."""
+    state, tmp_path, display, _memory = run
+    item = state.item(P + "sysctl_a")
+    last = _ran(item, A.PASSED, "verified", ["ansible.posix.sysctl"],
+                [{"name": "set", "module": "ansible.posix.sysctl", "changed": True}])
+    last.warnings = ["the fix added time servers a.example to /etc/chrony/chrony.conf"]
+    outcome = state.finish_item(item, "verified")
+    assert outcome.warnings == ["the fix added time servers a.example to /etc/chrony/chrony.conf"]
+    assert outcome.warnings is not last.warnings
+    assert _events(tmp_path)[-1][3]["warnings"] == outcome.warnings
+    assert display.lines[-1].endswith(": remediated [verified] 0.0 s (1 warning: the fix added time servers a.example to "
+                                      "/etc/chrony/chrony.conf)")
+    other = state.item(P + "sshd_b")
+    failed = _ran(other, A.INEFFECTIVE, "fix_ineffective", ["m"], [])
+    failed.warnings = ["x"]
+    assert state.finish_item(other, "fix_ineffective").warnings == []
+
+
 def test_finish_item_of_attempts_that_never_ran(run):
     state = run[0]
     item = state.item(P + "sshd_b")
@@ -196,12 +217,14 @@ def test_reclassify_keeps_every_field_and_changes_reason_outcome_detail(run):
     waiver = {"rule": "sysctl_a", "reason": "r", "expires": "2031-01-01"}
     first = state.finish(P + "sysctl_a", "verified", attempts=2, modules=["ansible.posix.sysctl"], detail="ok",
                          changed_tasks=["set (ansible.posix.sysctl)"], attempt_log=[{"attempt": 1}, {"attempt": 2}],
-                         lessons_shown=["L-1"], side_effects=[{"kind": "umask"}], from_memory="L-9", waiver=waiver)
+                         lessons_shown=["L-1"], side_effects=[{"kind": "umask"}], from_memory="L-9", waiver=waiver,
+                         warnings=["the fix added time servers a.example"])
     again = state.reclassify(P + "sysctl_a", "regressed", "fails in the final scan")
     assert (again.outcome, again.reason, again.detail) == ("escalated", "regressed", "fails in the final scan")
     kept = ("rule", "attempts", "modules", "category", "changed_tasks", "attempt_log", "lessons_shown",
-            "from_memory", "side_effects", "waiver")
+            "from_memory", "side_effects", "waiver", "warnings")
     assert {f: getattr(again, f) for f in kept} == {f: getattr(first, f) for f in kept}
+    assert again.warnings == ["the fix added time servers a.example"]
     assert {f.name for f in dataclasses.fields(again)} == set(kept) | {"outcome", "reason", "detail"}
     assert state.outcomes[P + "sysctl_a"] is again
     assert [(e[0], e[3]["reason"]) for e in _events(tmp_path)] == [("rule_complete", "verified"),
@@ -256,3 +279,59 @@ def test_outcome_of_every_reason_goes_through_finish(run):
     state = run[0]
     for reason in outcomes.REASONS:
         assert state.finish("r_" + reason, reason).outcome == outcomes.REASONS[reason][0]
+
+
+def test_the_final_scan_reconciles_rules_left_for_a_human(run):
+    """Issue 17 item 5, through the engine's own step and RunState.reclassify: the rule left
+    for a human that passes in the final scan becomes remediated/passes_after_other_fixes
+    (every sink sees it), its detail names what it was; a waived rule and one that still
+    fails keep their outcomes. Fails if the engine's reconciliation is skipped."""
+    state, tmp_path, display, memory = run
+    state.finish(P + "sysctl_a", "llm_unavailable", detail="no Ansible fix")
+    state.finish(P + "sshd_b", "waived", detail="by the owner")
+    state.finish(P + "fails", "fix_failed", attempts=1, attempt_log=[{"attempt": 1, "changed": True, "rolled_back": True}])
+    loop = RemediationLoop.__new__(RemediationLoop)
+    loop.state = state
+    loop._mark_passing({P + "sysctl_a": "pass", P + "sshd_b": "pass", P + "fails": "fail"}, "final")
+    done = state.outcomes[P + "sysctl_a"]
+    assert (done.outcome, done.reason, done.category) == ("remediated", "passes_after_other_fixes", "kernel")
+    assert done.detail == ("passes in the final scan after other rules' fixes; it was escalated/llm_unavailable; "
+                           "no fix of its own stays applied (earlier: no Ansible fix)")
+    assert (state.outcomes[P + "sshd_b"].reason, state.outcomes[P + "fails"].reason) == ("waived", "fix_failed")
+    assert [(e[1], e[3]["reason"]) for e in _events(tmp_path)][-1] == ("sysctl_a", "passes_after_other_fixes")
+    assert display.lines[-1] == "web1: rule sysctl_a: now remediated [passes_after_other_fixes]"
+    assert [p["outcome"]["reason"] for p in _progress(tmp_path)][-1] == "passes_after_other_fixes"
+    assert memory.learned[-1][0]["reason"] == "passes_after_other_fixes"
+
+
+def test_the_engine_marks_a_pass_on_a_package_name_without_candidate_check_unreliable(run):
+    """Issue 17 item 7, through the engine's own step: of the rules passing in the final scan,
+    the package-removed check on a name apt has no candidate for ends escalated/check_unreliable
+    (a new outcome for a rule that passed at baseline, the skill's known defect in its
+    detail); one on a name apt has stays without an outcome; one apt-cache policy is run."""
+    import types
+
+    state, tmp_path, _display, _memory = run
+    policy = "dpkg:\n  Installed: 1.21\n  Candidate: 1.21\ntelnet-server:\n  Installed: (none)\n  Candidate: (none)\n" \
+             "telnet:\n  Installed: (none)\n  Candidate: 0.17\n"
+    commands = []
+
+    class Session:
+        def run_command(self, command, sudoable=True, in_data=None):
+            commands.append(command)
+            return {"rc": 0, "stdout": policy, "stderr": ""}
+
+    catalog = types.SimpleNamespace(removed_packages={P + "telnetd_server": ("telnet-server",), P + "telnet": ("telnet",),
+                                                      P + "fails": ("telnet-server",)})
+    skill = types.SimpleNamespace(known_defect=lambda r: {"defect": "a virtual name", "evidence": "Candidate: (none)"}
+                                  if r == P + "telnetd_server" else None)
+    loop = RemediationLoop.__new__(RemediationLoop)
+    loop.state, loop.session = state, Session()
+    loop.ctx = types.SimpleNamespace(catalog=catalog, skill=skill, emit=lambda *a, **k: None)
+    loop._mark_unreliable({P + "telnetd_server": "pass", P + "telnet": "pass", P + "fails": "fail", P + "other": "pass"})
+    assert commands == ["LC_ALL=C apt-cache policy dpkg telnet telnet-server 2>/dev/null; true"]
+    assert sorted(state.outcomes) == [P + "telnetd_server"]
+    done = state.outcomes[P + "telnetd_server"]
+    assert (done.outcome, done.reason, done.attempts) == ("escalated", "check_unreliable", 0)
+    assert done.detail.endswith("; a known content defect: a virtual name (evidence: Candidate: (none))")
+    assert _events(tmp_path)[-1][3]["reason"] == "check_unreliable"

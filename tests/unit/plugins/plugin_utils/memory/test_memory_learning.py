@@ -122,6 +122,18 @@ def test_reinforcement_numbers_cap_floor_and_idempotence():
     assert G.replay(lesson(s, "P"), rows) == (0.95, {"remediated": 6, "escalated": 2})
 
 
+def test_a_pass_that_is_not_the_fixs_doing_neither_rewards_nor_confirms():
+    """Issue 17 item 5: remediated/passes_after_other_fixes and remediated/passes_without_fix
+    are no evidence for a lesson shown to the rule: weight 0.5 stays, no outcome counted."""
+    s = store()
+    s.lessons.insert(mk("P", "positive", rule="a", category="cat"))
+    for i, reason in enumerate(sorted(G.NOT_BY_ITS_FIX)):
+        got = show(s, lesson(s, "P"), "n%d" % i, "a", "cat", "remediated", reason, followed=True, attempts=(1,))
+        assert got == {"reinforced": [], "confirmed": []}
+    assert lesson(s, "P")["weight"] == 0.5 and sum((lesson(s, "P").get("outcomes") or {}).values()) == 0
+    assert G.NOT_BY_ITS_FIX == {"passes_after_other_fixes", "passes_without_fix"}
+
+
 def test_caution_is_reinforced_when_its_prediction_holds():
     s = store()
     s.lessons.insert(mk("C", "caution", reason="environment:read_only_proc_sys",
