@@ -4,9 +4,11 @@ The story of a rule the vendor fix did not remediate (or that has none), one ste
 as :func:`attempts.next_step` decides:
 
 1. a fresh check of the rule with its OVAL evidence (other fixes may have made it pass);
-2. the Architect writes a plan;
+2. the Architect writes a plan (or escalates at once: ESCALATE or ``cannot_fix``, and no
+   Worker attempt follows);
 3. the Worker answers tasks, or first asks for read-only probes (run on the host, their
-   output fenced as data and shown to it);
+   output fenced as data and shown to it), or says the rule cannot be fixed here
+   (``cannot_fix``: the rule ends with ``environment:<kind>`` or ``needs_human``);
 4. the tasks pass the gate (untrusted: no Jinja, allowlisted modules, banned patterns, the
    Reflector's banned patterns for this rule) or the attempt is refused, host untouched;
 5. they run under a checkpoint, the host's health is checked, OpenSCAP re-evaluates the rule;
@@ -14,10 +16,15 @@ as :func:`attempts.next_step` decides:
 7. the Reflector diagnoses it and proposes a lesson; after every N failed attempts or a
    plateau the Architect is re-engaged: CONTINUE, PIVOT or ESCALATE (seed 001);
 8. until pass, a budget, a verdict or a meta-plateau ends the rule.
+
+An endpoint that fails at the transport level (``LLMError``: after the client's retries, or
+bodies that are not chat completions ``llm.BAD_BODY_TRIES`` times in a row) is marked down
+for the rest of the host's run: its later rules end ``llm_error`` unasked.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 import typing as t
 
@@ -74,20 +81,31 @@ class WorkerPhase:
             if item.started is None:
                 item.started = time.monotonic()
             try:
+                done = None
                 if step.kind == "plan":
-                    self._plan(item)
+                    done = self._plan(item)
                 elif step.kind == "review":
                     done = self._review(item)
-                    if done is not None:
-                        return state.finish_item(item, done.reason, done.detail)
                 else:
                     self._attempt(item)
+                if done is not None:
+                    return state.finish_item(item, done.reason, done.detail)
             except LLMError as exc:
-                self.llm_down = "the LLM endpoint failed (%s): %s" % (exc.kind, str(exc)[:300])
+                self._drop_unanswered(item)
+                self.llm_down = ("the LLM endpoint is marked down for the rest of this host's run: it failed (%s): %s"
+                                 % (exc.kind, str(exc)[:300]))
                 ctx.events.emit("llm_down", rule=item.short_id, error_kind=exc.kind, msg=str(exc)[:300])
             except PromptError as exc:  # a user's template that cannot render fails every later call too
                 self.llm_down = "a prompt template failed: %s" % str(exc)[:300]
                 ctx.events.emit("llm_down", rule=item.short_id, error_kind="prompt", msg=str(exc)[:300])
+
+    @staticmethod
+    def _drop_unanswered(item: A.WorkItem) -> None:
+        """Forget a Worker attempt the endpoint's failure cut off before any answer: nothing
+        ran and nobody judged it, so neither the report nor memory counts it."""
+        last = item.last
+        if last is not None and last.source == A.WORKER and not last.verdict and not last.report:
+            item.attempts.pop()
 
     def _precheck(self, item: A.WorkItem) -> bool:
         """Evaluate the rule now, with its OVAL evidence; finish it when it no longer fails.
@@ -127,20 +145,46 @@ class WorkerPhase:
             item.lessons_shown.extend(i for i in ids if i not in item.lessons_shown)
         return block, ids
 
-    def _plan(self, item: A.WorkItem) -> None:
+    def _plan(self, item: A.WorkItem) -> A.Step | None:
+        """Ask for the first plan; a finish Step when the Architect escalates at once (no
+        Worker attempt follows), else None with the plan in force."""
         ctx = self.ctx
         sections, skipped = context.architect_sections(ctx.catalog, item.rule, ctx.profile.id, item, item.evidence,
                                                        self._lessons(item)[0])
         reply = self.agents.ask("architect", item.short_id, None, sections, skipped,
                                 dict(self._variables(item), mode="plan"))
         item.tokens += reply.tokens
-        plan = reply.answer.plan if reply.answer is not None else ""
+        answer = reply.answer
+        if answer is not None and answer.verdict == "ESCALATE":
+            return self._escalated(item, answer, reply, "plan")
+        plan = answer.plan if answer is not None else ""
         if not plan:  # an unusable plan must not stop the Worker: it works from the rule alone
             plan = "Make the OVAL check of %s pass, as the rule's description says." % item.short_id
         item.plan = plan
         item.plans.append(plan)
         ctx.events.emit("architect", rule=item.short_id, mode="plan", verdict="PLAN", plan=plan[:1000],
                         tokens=reply.tokens, error=reply.error)
+        return None
+
+    def _escalated(self, item: A.WorkItem, answer, reply, mode: str) -> A.Step:
+        """The finish Step of an Architect ESCALATE (or ``cannot_fix``) in ``mode`` plan or
+        review, and its ``architect`` event with the verdict as answered."""
+        declined = answer.cannot_fix
+        if declined is not None:
+            done = A.declined("Architect", declined.reason, declined.evidence)
+            item.declared_by = "architect"
+        elif mode == "plan":
+            done = A.plan_escalation(answer.plan)
+        else:  # ESCALATE always finishes a review
+            done = A.apply_review(item, "ESCALATE", answer.plan) or A.Step("finish", "architect_escalate")
+        if mode == "review" and declined is not None:
+            item.reviews += 1
+            item.reviewed_at = len(item.attempts)
+        self.ctx.events.emit("architect", rule=item.short_id, attempt=len(item.attempts) if mode == "review" else None,
+                             mode=mode, verdict="ESCALATE", plan=(answer.plan or "")[:1000],
+                             cannot_fix=dataclasses.asdict(declined) if declined else None, review=item.reviews,
+                             plateau=A.plateau(item), tokens=reply.tokens, error=reply.error, outcome=done.reason)
+        return done
 
     def _review(self, item: A.WorkItem) -> A.Step | None:
         ctx = self.ctx
@@ -149,7 +193,9 @@ class WorkerPhase:
         reply = self.agents.ask("architect", item.short_id, len(item.attempts), sections, skipped,
                                 dict(self._variables(item), mode="review"))
         item.tokens += reply.tokens
-        if reply.answer is None or reply.answer.verdict not in ("CONTINUE", "PIVOT", "ESCALATE"):
+        if reply.answer is not None and reply.answer.verdict == "ESCALATE":
+            return self._escalated(item, reply.answer, reply, "review")
+        if reply.answer is None or reply.answer.verdict not in ("CONTINUE", "PIVOT"):
             verdict, plan = "CONTINUE", ""  # an unusable review keeps the plan; the meta-plateau still bounds it
         else:
             verdict, plan = reply.answer.verdict, reply.answer.plan
@@ -205,7 +251,7 @@ class WorkerPhase:
             ctx.memory.saw(item.rule, item.category, attempt.number, lesson_ids, ran)
         ctx.events.emit("attempt_end", rule=item.short_id, attempt=attempt.number, **{
             k: v for k, v in attempt.log_entry().items() if k != "attempt"})
-        terminal = attempt.verdict == A.PASSED or state.stopped or attempt.reason == "probe_budget"
+        terminal = attempt.verdict in (A.PASSED, A.CANNOT_FIX) or state.stopped or attempt.reason == "probe_budget"
         if not terminal and self.agents is not None:
             self._reflect(item, attempt)
 
@@ -232,6 +278,8 @@ class WorkerPhase:
             attempt.rationale = answer.rationale or ""
             if answer.tasks is not None or answer.tasks_text is not None:
                 return self._tasks_of(item, attempt, answer)
+            if answer.cannot_fix is not None:
+                return self._declined(item, attempt, answer.cannot_fix)
             if self.budget.probes and item.probes >= self.budget.probes:
                 return self._refuse(attempt, "the Worker asked for probes past the rule's budget (%d)"
                                     % self.budget.probes, reason="probe_budget")
@@ -240,6 +288,15 @@ class WorkerPhase:
                                     "answering tasks" % (PROBE_ROUNDS + 1))
             outputs.extend(self._run_probes(item, attempt, answer.probes or []))
         return None
+
+    @staticmethod
+    def _declined(item: A.WorkItem, attempt: A.Attempt, declined) -> None:
+        """The Worker's ``cannot_fix``: the attempt ends with its reason code and evidence,
+        nothing ran, and it is no refusal (memory never learns it as the fix's failure)."""
+        done = A.declined("Worker", declined.reason, declined.evidence)
+        attempt.verdict, attempt.reason = A.CANNOT_FIX, done.reason
+        attempt.detail = done.detail
+        item.declared_by = "worker"
 
     def _refuse(self, attempt: A.Attempt, why: str, reason: str = "fix_refused") -> list | None:
         """Refuse the attempt before anything runs; no tasks (None) for the caller to return."""

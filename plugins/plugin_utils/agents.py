@@ -10,7 +10,9 @@ the run (Ansible forks) through a file lock.
 
 An answer that cannot be used (junk, empty, too large, truncated, wrong shape, a completion
 without content) comes back as ``Reply.error`` with its tokens counted; an endpoint that
-fails after its retries (connection, timeout, HTTP error) raises ``llm.LLMError``.
+fails after its retries (connection, timeout, HTTP error, bodies that are not chat
+completions ``llm.BAD_BODY_TRIES`` times in a row: ``LLMError.transport``) raises
+``llm.LLMError``, and the Worker phase marks it down for the host's run.
 """
 
 from __future__ import annotations
@@ -117,7 +119,7 @@ class Agents:
             skipped: t.Sequence[str] = (), variables: t.Mapping[str, t.Any] | None = None) -> Reply:
         """Render ``agent``'s template with the base variables, ``variables`` and ``sections``,
         send it, parse the answer. ``rule`` (short id) and ``attempt`` label the events.
-        Raises LLMError when the endpoint fails after its retries, prompts.PromptError when
+        Raises LLMError (``transport``) when the endpoint fails after its retries, prompts.PromptError when
         the template cannot render."""
         data = dict(self.base)
         data.update(variables or {})
@@ -131,7 +133,7 @@ class Agents:
         except LLMError as exc:
             self.events.emit("llm_call", rule=rule, attempt=attempt, agent=agent, ok=False, error_kind=exc.kind,
                              msg=str(exc)[:300], sent=context.sizes(sections))
-            if exc.kind == "bad_response":  # the server answered, with nothing usable: this answer fails
+            if not exc.transport:  # the server answered a chat completion with nothing usable: this answer fails
                 return Reply(error=str(exc))
             raise
         tokens = int(completion.prompt_tokens or 0) + int(completion.completion_tokens or 0)

@@ -20,7 +20,9 @@ failure is an ``AnswerError`` (a ValueError) whose message says what was wrong; 
 else is raised, whatever the text (fuzzed with Hypothesis in tests/unit/plugins/plugin_utils/test_answers.py).
 
 The typed readers (``parse_worker``, ``parse_architect``, ``parse_reflector``) take the text
-or an already-decoded mapping and ignore keys they do not know.
+or an already-decoded mapping and ignore keys they do not know. The Worker and the Architect
+may also answer ``{"cannot_fix": {"reason": "environment" | "content" | "needs_human",
+"evidence": "..."}}`` (issue 18): the rule cannot be fixed here, and why (``CannotFix``).
 """
 
 from __future__ import annotations
@@ -50,7 +52,12 @@ MAX_LESSON_FIELD_CHARS = 500
 MAX_PATTERNS = 5
 MAX_PATTERN_CHARS = 200
 
+MAX_EVIDENCE_CHARS = 2000
+
 VERDICTS = ("PLAN", "CONTINUE", "PIVOT", "ESCALATE")
+#: what a ``cannot_fix`` answer may say stops the rule: the host's environment, the SCAP
+#: content (its check or fix is wrong for this host), or a decision only a person can take.
+CANNOT_FIX_REASONS = ("environment", "content", "needs_human")
 
 _FENCE = re.compile(
     r"^[ \t]*(?P<fence>`{3,}|~{3,})[ \t]*(?P<tag>[^\s`]*)[^\n]*\n(?P<body>.*?)(?:^[ \t]*(?P=fence)[ \t]*$|\Z)",
@@ -233,19 +240,48 @@ def _mappings(obj: dict, key: str) -> list[dict] | None:
 
 
 @dataclasses.dataclass(frozen=True)
+class CannotFix:
+    """An agent's word that the rule cannot be fixed here: ``reason`` (one of
+    ``CANNOT_FIX_REASONS``) and ``evidence`` (what it saw, non-empty, at most
+    ``MAX_EVIDENCE_CHARS`` characters)."""
+
+    reason: str
+    evidence: str
+
+
+def parse_cannot_fix(obj: dict) -> CannotFix | None:
+    """``obj["cannot_fix"]`` as a CannotFix; None when absent, null or empty. The reason is
+    matched case-insensitively (``needs-human`` and ``needs human`` read as ``needs_human``).
+    Raises AnswerError for another shape, an unknown reason or empty evidence."""
+    raw = obj.get("cannot_fix")
+    if raw is None or raw == {} or raw == "":
+        return None
+    if not isinstance(raw, dict):
+        raise AnswerError(f"'cannot_fix' is {_kind(raw)}, not a mapping with reason and evidence")
+    reason = raw.get("reason")
+    said = re.sub(r"[\s-]+", "_", reason.strip().lower()) if isinstance(reason, str) else None
+    if said not in CANNOT_FIX_REASONS:
+        shown = reason if isinstance(reason, str) else _kind(reason)
+        raise AnswerError(f"cannot_fix reason {str(shown)[:40]!r} is not one of {', '.join(CANNOT_FIX_REASONS)}")
+    return CannotFix(reason=said, evidence=_text(raw, "evidence", MAX_EVIDENCE_CHARS, required=True))
+
+
+@dataclasses.dataclass(frozen=True)
 class WorkerAnswer:
     """The Worker's answer: tasks to run, or read-only probes to run first.
 
     Exactly one of ``tasks`` (a list of task mappings), ``tasks_text`` (YAML task text
     kept verbatim: the caller loads it with Ansible's DataLoader so that YAML errors name
-    a line and column) and ``probes`` (a list of probe mappings) is set. ``rationale`` is
-    the Worker's reason, at most ``MAX_RATIONALE_CHARS`` characters ("" when absent).
+    a line and column), ``probes`` (a list of probe mappings) and ``cannot_fix`` (a
+    CannotFix) is set. ``rationale`` is the Worker's reason, at most
+    ``MAX_RATIONALE_CHARS`` characters ("" when absent).
     """
 
     tasks: list[dict] | None
     probes: list[dict] | None
     rationale: str
     tasks_text: str | None = None
+    cannot_fix: CannotFix | None = None
 
     @property
     def is_probe_request(self) -> bool:
@@ -257,8 +293,9 @@ def parse_worker(answer: str | dict) -> WorkerAnswer:
     """Read a Worker answer (text or mapping) into a WorkerAnswer.
 
     An answer that carries ``tasks`` (non-empty list of mappings, or non-blank YAML text)
-    is acted on and its ``probes`` are ignored; one with only ``probes`` is a probe
-    request. Raises AnswerError when neither is given, or when either has another shape.
+    is acted on and its ``probes`` and ``cannot_fix`` are ignored; else one with
+    ``cannot_fix`` ends the rule (its probes are not run); one with only ``probes`` is a
+    probe request. Raises AnswerError when none is given, or when one has another shape.
     """
     obj = _as_object(answer)
     rationale = _text(obj, "rationale", MAX_RATIONALE_CHARS)
@@ -271,10 +308,13 @@ def parse_worker(answer: str | dict) -> WorkerAnswer:
         tasks = _mappings(obj, "tasks")
     if tasks:
         return WorkerAnswer(tasks=tasks, probes=None, rationale=rationale)
+    declined = parse_cannot_fix(obj)
+    if declined is not None:
+        return WorkerAnswer(tasks=None, probes=None, rationale=rationale, cannot_fix=declined)
     probes = _mappings(obj, "probes")
     if probes:
         return WorkerAnswer(tasks=None, probes=probes, rationale=rationale)
-    raise AnswerError("the answer carries neither 'tasks' nor 'probes'")
+    raise AnswerError("the answer carries none of 'tasks', 'probes' and 'cannot_fix'")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -282,18 +322,24 @@ class ArchitectAnswer:
     """The Architect's answer: ``verdict`` (one of ``VERDICTS``, upper case: PLAN for the
     first plan before any attempt, then CONTINUE / PIVOT / ESCALATE, seed 001) and ``plan``
     (non-empty for PLAN and PIVOT, at most ``MAX_PLAN_CHARS`` characters; may be "" or a
-    reason otherwise)."""
+    reason otherwise). ``cannot_fix``: the answer said the rule cannot be fixed here (its
+    verdict is then ESCALATE, whatever the answer's own verdict said)."""
 
     verdict: str
     plan: str
+    cannot_fix: CannotFix | None = None
 
 
 def parse_architect(answer: str | dict) -> ArchitectAnswer:
     """Read an Architect answer (text or mapping); the verdict is matched case-insensitively.
 
+    An answer with ``cannot_fix`` is an ESCALATE (its verdict and plan may be absent).
     Raises AnswerError for a missing or unknown verdict, or a PLAN/PIVOT without a plan.
     """
     obj = _as_object(answer)
+    declined = parse_cannot_fix(obj)
+    if declined is not None:
+        return ArchitectAnswer(verdict="ESCALATE", plan=declined.evidence[:MAX_PLAN_CHARS], cannot_fix=declined)
     verdict = obj.get("verdict")
     if not isinstance(verdict, str) or verdict.strip().upper() not in VERDICTS:
         shown = verdict if isinstance(verdict, str) else _kind(verdict)
@@ -374,6 +420,15 @@ def parse_reflector(answer: str | dict) -> ReflectorAnswer:
 
 
 _TASK_LIST = {"type": "array", "items": {"type": "object"}}
+_CANNOT_FIX = {
+    "type": "object",
+    "description": "only when the rule cannot be fixed on this host: why, and what shows it",
+    "properties": {
+        "reason": {"type": "string", "enum": list(CANNOT_FIX_REASONS)},
+        "evidence": {"type": "string", "maxLength": MAX_EVIDENCE_CHARS},
+    },
+    "required": ["reason", "evidence"],
+}
 
 #: JSON schemas for ``response_format`` (sent with ``strict: false``: the task and probe
 #: mappings are free-form, which strict mode does not allow).
@@ -384,6 +439,7 @@ SCHEMAS: dict[str, dict[str, t.Any]] = {
             "rationale": {"type": "string", "maxLength": MAX_RATIONALE_CHARS},
             "tasks": {**_TASK_LIST, "description": "Ansible tasks to run; omit to ask for probes"},
             "probes": {**_TASK_LIST, "description": "read-only probes to run before writing tasks"},
+            "cannot_fix": _CANNOT_FIX,
         },
         "required": ["rationale"],
     },
@@ -392,6 +448,7 @@ SCHEMAS: dict[str, dict[str, t.Any]] = {
         "properties": {
             "verdict": {"type": "string", "enum": list(VERDICTS)},
             "plan": {"type": "string", "maxLength": MAX_PLAN_CHARS},
+            "cannot_fix": _CANNOT_FIX,
         },
         "required": ["verdict", "plan"],
     },

@@ -27,16 +27,17 @@ import yaml
 from ansible_collections.scapforge.remediation.plugins.plugin_utils import outcomes, safety
 
 #: Attempt verdicts (a closed list; the host report's ``attempt_log`` uses these words).
-REFUSED, FAILED, NO_EFFECT, INEFFECTIVE, UNHEALTHY, PASSED = (
-    "refused", "failed", "no_effect", "ineffective", "unhealthy", "passed")
-VERDICTS = (REFUSED, FAILED, NO_EFFECT, INEFFECTIVE, UNHEALTHY, PASSED)
+#: ``cannot_fix``: the Worker answered that the rule cannot be fixed here; nothing ran.
+REFUSED, FAILED, NO_EFFECT, INEFFECTIVE, UNHEALTHY, PASSED, CANNOT_FIX = (
+    "refused", "failed", "no_effect", "ineffective", "unhealthy", "passed", "cannot_fix")
+VERDICTS = (REFUSED, FAILED, NO_EFFECT, INEFFECTIVE, UNHEALTHY, PASSED, CANNOT_FIX)
 VENDOR, WORKER = "vendor", "worker"
 
 #: reasons after which no further attempt can help: the host's environment, the scanner,
 #: a pending reboot, a stopped host. The Worker is never asked about these (case
 #: scanner-crash: "never ask the LLM to fix the host for it").
 _TERMINAL_REASONS = frozenset({"verified", "passes_without_fix", "reboot_required", "scanner_crash", "verify_error", "unhealthy",
-                               "unhealthy_rolled_back"})
+                               "unhealthy_rolled_back", "needs_human"})
 
 #: plans whose normalised texts are at least this similar count as the same plan.
 SAME_PLAN_RATIO = 0.9
@@ -191,7 +192,9 @@ class WorkItem:
     probes spent; tokens: tokens spent on this rule (all agents); started: monotonic
     seconds of the first Worker step (None before); banned/preferred: the Reflector's
     patterns for the next attempts; evidence: the latest failing OVAL evidence of the rule;
-    lessons_shown: ids of the memory lessons its attempts were shown.
+    lessons_shown: ids of the memory lessons its attempts were shown; declared_by: the agent
+    (``worker`` or ``architect``) whose ``cannot_fix`` answer ended it, None otherwise (its
+    word, not an observation: memory keeps it as a candidate, never as confirmed).
     """
 
     rule: str
@@ -208,6 +211,7 @@ class WorkItem:
     preferred: list = dataclasses.field(default_factory=list)
     evidence: dict | None = None
     lessons_shown: list = dataclasses.field(default_factory=list)
+    declared_by: str | None = None
 
     @property
     def short_id(self) -> str:
@@ -355,7 +359,8 @@ def same_plan(one: str, two: str) -> bool:
 def apply_review(item: WorkItem, verdict: str, plan: str) -> Step | None:
     """Fold an Architect re-engagement into ``item``; return a finish Step or None (go on).
 
-    ESCALATE finishes with ``architect_escalate``. CONTINUE keeps the plan in force, PIVOT
+    ESCALATE finishes with ``architect_escalate``, or ``environment:<kind>`` when the
+    Architect's text or a Reflector diagnosis names the environment (:func:`escalation_reason`). CONTINUE keeps the plan in force, PIVOT
     replaces it. From the second re-engagement on, a plan (kept or new) that repeats one
     already tried is a meta-plateau and finishes with ``meta_plateau`` (seed 001:
     "re-engages again with the same verdict, we need a meta-plateau detector").
@@ -363,7 +368,8 @@ def apply_review(item: WorkItem, verdict: str, plan: str) -> Step | None:
     item.reviews += 1
     item.reviewed_at = len(item.attempts)
     if verdict == "ESCALATE":
-        return Step("finish", "architect_escalate", "the Architect escalated: %s" % (plan or "")[:300])
+        diagnoses = [(a.reflection or {}).get("diagnosis") or "" for a in reversed(item.attempts)]
+        return Step("finish", escalation_reason([plan or ""] + diagnoses), "the Architect escalated: %s" % (plan or "")[:300])
     new_plan = plan if verdict == "PIVOT" and plan else (item.plan or "")
     if item.reviews >= 2 and any(same_plan(new_plan, old) for old in item.plans):
         return Step("finish", "meta_plateau",
@@ -372,6 +378,68 @@ def apply_review(item: WorkItem, verdict: str, plan: str) -> Step | None:
         item.plan = new_plan
         item.plans.append(new_plan)
     return None
+
+
+#: ``environment:<kind>`` written in an agent's text: its own slug for what stops the rule.
+_NAMED_KIND = re.compile(r"\benvironment:([a-z][a-z0-9_]{1,47})\b")
+#: what an agent's evidence says about the host that no failed task's message does (issue 18's
+#: trial: auditd in a container, chronyd without the clock capability).
+AGENT_ENVIRONMENT_SIGNATURES = (
+    ("netlink audit socket", "no_audit_netlink"),
+    ("cap_sys_time", "no_sys_time"),
+)
+#: the kind of an environment the agent did not name.
+GENERIC_ENVIRONMENT = "unspecified"
+
+
+def environment_named(text: str | None) -> str | None:
+    """The environment kind an agent's ``text`` names: an explicit ``environment:<kind>``
+    first, then a failure message :func:`safety.environment_kind` knows, then
+    :data:`AGENT_ENVIRONMENT_SIGNATURES` (case-insensitive); None when it names none."""
+    text = str(text or "")
+    named = _NAMED_KIND.search(text.lower())
+    if named:
+        return named.group(1)
+    kind = safety.environment_kind(text)
+    if kind:
+        return kind
+    lowered = text.lower()
+    return next((kind for needle, kind in AGENT_ENVIRONMENT_SIGNATURES if needle in lowered), None)
+
+
+def cannot_fix_reason(reason: str, evidence: str) -> str:
+    """The reason code a ``cannot_fix`` answer ends its rule with: for ``environment`` the
+    kind its evidence names (:func:`environment_named`), else ``environment:unspecified``;
+    ``needs_human`` for ``needs_human`` and for ``content`` (the SCAP content's check or fix
+    does not fit this host: a person decides, on the evidence, to waive or tailor it)."""
+    if reason == "environment":
+        return outcomes.environment_reason(environment_named(evidence) or GENERIC_ENVIRONMENT)
+    return "needs_human"
+
+
+def declined(agent: str, reason: str, evidence: str) -> Step:
+    """The finish Step of ``agent``'s ``cannot_fix`` answer: its reason code
+    (:func:`cannot_fix_reason`) and a detail that carries the evidence."""
+    return Step("finish", cannot_fix_reason(reason, evidence),
+                "the %s says the rule cannot be fixed here (%s): %s" % (agent, reason, (evidence or "")[:600]))
+
+
+def escalation_reason(texts: t.Sequence[str]) -> str:
+    """The reason an Architect's ESCALATE ends its rule with: ``environment:<kind>`` for the
+    first of ``texts`` (its own text, then the Reflector's diagnoses, newest first) that
+    names an environment (:func:`environment_named`), else ``architect_escalate``."""
+    for text in texts:
+        kind = environment_named(text)
+        if kind:
+            return outcomes.environment_reason(kind)
+    return "architect_escalate"
+
+
+def plan_escalation(plan: str) -> Step:
+    """The finish Step of an ESCALATE answered to the first plan request: no Worker attempt
+    follows (issue 18 item 1)."""
+    return Step("finish", escalation_reason([plan or ""]),
+                "the Architect escalated before any Worker attempt: %s" % (plan or "")[:600])
 
 
 def next_step(item: WorkItem, budget: Budget, llm: bool, now: float,

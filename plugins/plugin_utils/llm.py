@@ -12,8 +12,12 @@ server, OpenAI), on the ``openai`` package.
   honoured) on 408/409/429/5xx, connection errors and timeouts; a refusal of a
   response_format is not retried (the ``x-should-retry: false`` header the client obeys is
   set on that response by an httpx event hook, the documented way to hook the transport).
+- A 200 whose body is not a chat completion (a proxy's error page, a body that is not JSON)
+  is sent again, ``BAD_BODY_TRIES`` times in all: the openai client does not retry a 200.
 - Errors: one ``LLMError`` with a ``kind`` from ``ERROR_KINDS``; its message never holds
-  the API key.
+  the API key. ``LLMError.transport``: the endpoint failed, not one answer (every kind but
+  an unusable answer from an endpoint that does answer chat completions): the caller marks
+  the endpoint down for the run (issue 18 item 7).
 
 Tested against the real openai client over HTTP in tests/unit/test_llm_client.py (server:
 tests/llm_server.py). A client is not thread-safe: use one per thread (Ansible forks are
@@ -51,6 +55,10 @@ MODES = ("json_schema", "json_object", "text")
 _REFUSAL_STATUSES = (400, 422)
 _REFUSAL_STATUS_UNPROBED = 500
 
+#: HTTP answers in a row whose body is not a chat completion before the call fails as a
+#: transport failure (issue 18: an endpoint answering 200 with a non-JSON body was called 22 times).
+BAD_BODY_TRIES = 3
+
 DEFAULT_TIMEOUT = 120.0
 DEFAULT_MAX_RETRIES = 4
 API_KEY_ENV = ("SCAPFORGE_LLM_API_KEY", "OPENAI_API_KEY")
@@ -69,14 +77,17 @@ class LLMError(ScapforgeError):
     answer within the timeout, after retries), ``http`` (an HTTP error status, in
     ``status``), ``auth`` (HTTP 401/403, in ``status``), ``bad_response`` (an answer that is
     not a chat completion with content). The message is human-readable and never holds
-    the API key.
+    the API key. ``transport``: the endpoint failed rather than one answer: True for every
+    kind but ``bad_response``, and for a ``bad_response`` whose bodies were not chat
+    completions ``BAD_BODY_TRIES`` times in a row.
     """
 
-    def __init__(self, kind: str, message: str, status: int | None = None) -> None:
+    def __init__(self, kind: str, message: str, status: int | None = None, transport: bool | None = None) -> None:
         if kind not in ERROR_KINDS:
             raise ValueError(f"unknown LLMError kind {kind!r}")
         super().__init__(message, kind=kind)
         self.status = status
+        self.transport = kind != "bad_response" if transport is None else bool(transport)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -325,7 +336,7 @@ class LLMClient:
                 request["max_tokens"] = max_tokens
             self._probing = response_format is not None and not self._mode_proven
             try:
-                response = self._client.chat.completions.create(**request)
+                response = self._send(request)
             except openai.APIStatusError as exc:
                 if response_format is not None and (
                     exc.status_code in _REFUSAL_STATUSES
@@ -336,8 +347,6 @@ class LLMClient:
                 raise self._error(exc, started) from None
             except openai.APIError as exc:
                 raise self._error(exc, started) from None
-            except ValueError as exc:  # a JSON content type with a body that is not JSON
-                raise LLMError("bad_response", f"the LLM endpoint sent a body that is not JSON: {exc}") from None
             finally:
                 self._probing = False
             completion = self._completion(response, mode, started, redactions)
@@ -346,6 +355,24 @@ class LLMClient:
         if refused is None:  # the loop above returns or records why the server refused
             raise AssertionError("no output mode was tried")
         raise self._error(refused, started) from None
+
+    def _send(self, request: dict) -> ChatCompletion:
+        """The chat completion for ``request``, sent again while the endpoint answers with a
+        body that is not one (not JSON, or not a chat completion), ``BAD_BODY_TRIES`` times in
+        all; then LLMError ``bad_response`` with ``transport`` set. openai errors pass through."""
+        why = ""
+        for _ in range(BAD_BODY_TRIES):
+            try:
+                response = self._client.chat.completions.create(**request)
+            except ValueError as exc:  # a JSON content type with a body that is not JSON
+                why = f"a body that is not JSON: {_scrub(str(exc), self.config.api_key)[:200]}"
+                continue
+            if isinstance(response, ChatCompletion):
+                return response
+            why = f"something that is not a chat completion: {_scrub(str(response), self.config.api_key)[:200]!r}"
+        where = redact(self.config.base_url or "")[0]
+        raise LLMError("bad_response", f"the LLM endpoint {where} answered {BAD_BODY_TRIES} times in a row with {why}",
+                       transport=True)
 
     def _completion(self, response: object, mode: str, started: float, redactions: int) -> Completion:
         """The Completion for a parsed response; LLMError ``bad_response`` when it has no

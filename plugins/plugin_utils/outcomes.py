@@ -34,7 +34,9 @@ REASONS: dict[str, tuple[str, str]] = {
     "llm_unavailable": (ESCALATED, "the content has no Ansible fix for the rule and no LLM endpoint is configured "
                                    "for a Worker to write one"),
     "llm_error": (ESCALATED, "the LLM endpoint failed (connection, timeout, HTTP error) after its retries, "
-                             "or a prompt template failed to render"),
+                             "answered 3 times in a row with a body that is not a chat completion, or a prompt "
+                             "template failed to render; the endpoint is marked down for the rest of the host's run "
+                             "and memory learns nothing from it"),
     "fix_refused": (ESCALATED, "the gate refused the last fix before anything ran (unsupported keyword or module, "
                                "banned pattern, unusable model answer)"),
     "fix_failed": (ESCALATED, "a task of the last fix failed on the host (the change ledger says "
@@ -57,7 +59,12 @@ REASONS: dict[str, tuple[str, str]] = {
                                            "errs, a sensitive file's owner or mode, a file the umask made "
                                            "unreadable, an sshd Match block) and was rolled back"),
     "regressed": (ESCALATED, "the rule passed after its fix but fails in the final scan (another fix undid it)"),
-    "architect_escalate": (ESCALATED, "the Architect reviewed the failed attempts and escalated the rule to a human"),
+    "architect_escalate": (ESCALATED, "the Architect escalated the rule to a human: before any Worker attempt, or "
+                                      "after reviewing the failed attempts"),
+    "needs_human": (ESCALATED, "the Worker or the Architect answered cannot_fix: a person must decide (reason "
+                               "needs_human), or the SCAP content's check or fix does not fit this host (reason "
+                               "content); the detail carries the agent's evidence; memory does not learn it as a "
+                               "failure of the rule's fix"),
     "meta_plateau": (ESCALATED, "a second Architect review repeated a plan already tried (seed 001)"),
     "attempt_budget": (ESCALATED, "the rule's Worker attempts (scapforge_llm_max_attempts) were spent"),
     "probe_budget": (ESCALATED, "the Worker kept asking for probes past the rule's probe budget "

@@ -243,23 +243,51 @@ def test_secrets_in_messages_are_redacted_before_sending(server):
     assert messages[0]["content"] == evidence  # the caller's messages are not modified
 
 
+JUNK_BODIES = [Raw(200, "<html>proxy error</html>", {"content-type": "text/html"}),
+               Raw(200, "{broken", {"content-type": "application/json"})]
+
+
 @pytest.mark.parametrize(
     "reply",
     [
-        Raw(200, "<html>proxy error</html>", {"content-type": "text/html"}),
-        Raw(200, "{broken", {"content-type": "application/json"}),
         Raw(200, {"id": "c", "object": "chat.completion", "created": 0, "model": "m", "choices": []}),
         Raw(200, {"id": "c", "object": "chat.completion", "created": 0, "model": "m", "choices": "nope"}),
         "",
     ],
-    ids=["html", "broken-json", "no-choices", "choices-not-a-list", "empty-content"],
+    ids=["no-choices", "choices-not-a-list", "empty-content"],
 )
 def test_unusable_answers_are_bad_response(server, reply):
     server.script("umask", reply)
     with _client(server) as client:
         with pytest.raises(LLMError) as caught:
             client.complete(_messages(), ARCH, "architect")
-    assert caught.value.kind == "bad_response"
+    assert (caught.value.kind, caught.value.transport) == ("bad_response", False)  # one answer, not the endpoint
+    assert len(server.requests) == 1
+
+
+@pytest.mark.parametrize("reply", JUNK_BODIES, ids=["html", "broken-json"])
+def test_a_body_that_is_not_a_chat_completion_three_times_is_a_transport_failure(server, reply):
+    server.script("umask", reply, times=None)
+    with _client(server) as client:
+        with pytest.raises(LLMError) as caught:
+            client.complete(_messages(), ARCH, "architect")
+    assert (caught.value.kind, caught.value.transport) == ("bad_response", True)
+    assert len(server.requests) == llm_mod.BAD_BODY_TRIES == 3
+    assert "3 times in a row" in str(caught.value) and API_KEY not in str(caught.value)
+
+
+def test_junk_bodies_then_an_answer_is_that_answer(server):
+    server.script("umask", JUNK_BODIES[0], times=2)
+    server.script("umask", PLAN)
+    with _client(server) as client:
+        done = client.complete(_messages(), ARCH, "architect")
+    assert parse_architect(done.text).verdict == "PLAN" and done.http_attempts == 3
+
+
+def test_every_kind_but_an_unusable_answer_is_a_transport_failure():
+    assert [kind for kind in llm_mod.ERROR_KINDS if LLMError(kind, "m").transport] == [
+        "unavailable", "remote_not_allowed", "connection", "timeout", "http", "auth"]
+    assert LLMError("bad_response", "m", transport=True).transport is True
 
 
 def test_unconfigured_client_is_unavailable():

@@ -74,8 +74,10 @@ class RunState:
         if self.sinks.memory is not None:
             item = self.items.get(rule_id)
             records = [dataclasses.asdict(a) for a in item.attempts] if item else []
-            self.sinks.memory.learn(dict(outcome.to_dict(), rule=short), records,
-                                    from_memory=outcome.from_memory is not None)
+            entry = dict(outcome.to_dict(), rule=short)
+            if item is not None and item.declared_by:  # an agent's cannot_fix: its word, not an observation
+                entry["declared_by"] = item.declared_by
+            self.sinks.memory.learn(entry, records, from_memory=outcome.from_memory is not None)
         return outcome
 
     def finish_item(self, item: A.WorkItem, reason: str, detail: str = "") -> outcomes.RuleOutcome:

@@ -21,7 +21,8 @@ and merging two stores.
 Terms, exactly:
 
 - success of a retrieval (the "outcome" term): for positive and negative lessons 1 when the
-  rule ended ``remediated``, 0 when ``escalated``, none otherwise (skipped, deferred). For a
+  rule ended ``remediated``, 0 when ``escalated``, none otherwise (skipped, deferred, and the
+  escalations that judge no fix: ``llm_error``, ``needs_human``, :data:`NO_FIX_JUDGED`). For a
   caution lesson (a prediction that the rule cannot pass here) 1 when the rule ended with
   the caution's own reason, 0 when it was remediated (the prediction was wrong), none
   otherwise, and none for a rule the caution's evidence does not name.
@@ -63,6 +64,9 @@ OSCAP_VERIFIED = frozenset({"verified", "fix_ineffective", "no_effect", "regress
 #: remediated reasons whose pass is not the fix's doing (issue 17 item 5): a lesson shown for
 #: the rule gets no reward or penalty from them and is never confirmed by them.
 NOT_BY_ITS_FIX = frozenset({"passes_after_other_fixes", "passes_without_fix"})
+#: escalated reasons that judge no fix (issue 18): the LLM endpoint went down, or an agent
+#: answered cannot_fix for a person to decide. A lesson shown for the rule gets no penalty.
+NO_FIX_JUDGED = frozenset({"llm_error", "needs_human"})
 #: seed 004: the follow-aware signal needs >= 5 retrievals with follow data in the category.
 MIN_FOLLOW_RETRIEVALS = 5
 #: issue 6 / seed 004: retire at >= 3 outcomes and utility < 0.3.
@@ -150,7 +154,7 @@ def success(lesson: t.Mapping, row: t.Mapping) -> int | None:
     """The retrieval's outcome term (module docstring): 1, 0 or None."""
     if row.get("mode") not in SHOWN_MODES or row.get("outcome") is None or row.get("from_memory"):
         return None
-    if row.get("reason") in NOT_BY_ITS_FIX:
+    if row.get("reason") in NOT_BY_ITS_FIX or row.get("reason") in NO_FIX_JUDGED:
         return None
     if lesson.get("kind") == L.CAUTION:
         if row.get("rule") not in (lesson.get("rules") or {}):

@@ -9,7 +9,10 @@ Library), and it never carries a model's guess as a fact: Reflector lessons are
 - ``negative``: an approach that failed, with its cause (a task error, a gate refusal, a fix
   OpenSCAP still failed, a fix that cut the login), or a Reflector lesson.
 - ``caution``: the environment, not the fix, stops the rule (``environment:<kind>``); ``reason``
-  holds the outcome reason to reuse, so the loop can classify such a rule at once.
+  holds the outcome reason to reuse, so the loop can classify such a rule at once. When an
+  agent's ``cannot_fix`` answer gave the reason (the rule entry's ``declared_by``), the caution
+  is a ``candidate``: shown to later prompts, never acted on until an observation confirms it.
+  A ``cannot_fix`` attempt is no failure of the rule's fix: it gives no negative lesson.
 
 Scope, which failures are rule-specific (the answer decides what merges across rules):
 
@@ -602,7 +605,7 @@ class _Extractor:
         if reason == "verified":
             self.positive(short, category, records, entry)
         elif reason.startswith(outcomes.ENVIRONMENT_PREFIX) and not safety.is_transient(reason):
-            self.caution(short, reason, records, entry)
+            self.caution(short, reason, records, entry, CANDIDATE if entry.get("declared_by") else CONFIRMED)
         generic_hit: dict[int, Candidate] = {}
         for record in records:
             number = _get(record, "number")
@@ -629,7 +632,7 @@ class _Extractor:
                  reason="verified",
                  evidence=[self.ev(OUTCOME, short, None, detail, source, "verified", tasks)])
 
-    def caution(self, short: str, reason: str, records: list, entry: t.Mapping) -> None:
+    def caution(self, short: str, reason: str, records: list, entry: t.Mapping, status: str) -> None:
         kind = reason[len(outcomes.ENVIRONMENT_PREFIX):]
         cue, action = ENVIRONMENT_TEXTS.get(kind, (
             "a fix on this {virt} host fails with environment:%s" % kind,
@@ -638,7 +641,7 @@ class _Extractor:
         cue = cue.format(virt=virt if virt != "none" else "non-virtualised")
         last = next((r for r in reversed(records) if _get(r, "reason") == reason), None)
         detail = "%s: %s" % (reason, entry.get("detail") or (_get(last, "detail") if last is not None else ""))
-        self.add(kind=CAUTION, status=CONFIRMED, scope=self.scope(), cue=cue, action=action, reason=reason,
+        self.add(kind=CAUTION, status=status, scope=self.scope(), cue=cue, action=action, reason=reason,
                  evidence=[self.ev(OUTCOME, short, None, detail, _get(last, "source") if last is not None else None,
                                    reason, _get(last, "tasks") if last is not None else None)])
 
@@ -673,7 +676,7 @@ class _Extractor:
         if verdict == A.FAILED and reason == "fix_failed":
             message = report.get("error") or _get(record, "detail") or ""
             return self.task_failure(short, category, record, message, "a task failed", generic=False)
-        return None  # passed, reboot_required, verify_error, scanner_crash, environment (caution), unjudged
+        return None  # passed, reboot_required, verify_error, scanner_crash, environment (caution), cannot_fix, unjudged
 
     def task_failure(self, short: str, category: str | None, record: t.Any, message: str, how: str,
                      generic: bool, refusal: R.Refusal | None = None) -> Candidate | None:

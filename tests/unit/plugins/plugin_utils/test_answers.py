@@ -14,6 +14,7 @@ from ansible_collections.scapforge.remediation.plugins.plugin_utils.answers impo
     SCHEMAS,
     AnswerError,
     ArchitectAnswer,
+    CannotFix,
     Lesson,
     extract_object,
     parse_architect,
@@ -173,8 +174,8 @@ def test_worker_yaml_task_text_is_kept_verbatim():
 @pytest.mark.parametrize(
     "obj, message",
     [
-        ({"rationale": "nothing"}, "neither 'tasks' nor 'probes'"),
-        ({"tasks": "   ", "probes": []}, "neither"),
+        ({"rationale": "nothing"}, "none of 'tasks', 'probes' and 'cannot_fix'"),
+        ({"tasks": "   ", "probes": []}, "none of"),
         ({"tasks": {"name": "x"}}, "'tasks' is a mapping, not a list of mappings"),
         ({"tasks": [TASK, "echo hi"]}, r"'tasks\[1\]' is a string, not a mapping"),
         ({"probes": "id"}, "'probes' is a string, not a list"),
@@ -203,6 +204,56 @@ def test_architect_plan_rules():
         parse_architect({"verdict": "RETRY", "plan": "x"})
     with pytest.raises(AnswerError, match="verdict"):
         parse_architect({"plan": "x"})
+
+
+# --- cannot_fix (issue 18) ------------------------------------------------------------
+NETLINK = "auditctl -s: Cannot open netlink audit socket"
+
+
+def test_worker_cannot_fix_is_a_third_shape():
+    answer = parse_worker({"cannot_fix": {"reason": "environment", "evidence": NETLINK}, "rationale": "no audit here"})
+    assert answer.cannot_fix == CannotFix(reason="environment", evidence=NETLINK)
+    assert (answer.tasks, answer.tasks_text, answer.probes, answer.rationale) == (None, None, None, "no audit here")
+    # tasks win over cannot_fix (as over probes); cannot_fix wins over probes (nothing would use them)
+    assert parse_worker({"tasks": [TASK], "cannot_fix": {"reason": "content", "evidence": "x"}}).cannot_fix is None
+    both = parse_worker({"probes": [{"read": "/etc/audit"}], "cannot_fix": {"reason": "needs_human", "evidence": "x"}})
+    assert (both.probes, both.cannot_fix) == (None, CannotFix("needs_human", "x"))
+    # the model's spelling of the reason is read; the evidence is capped
+    said = parse_worker('```json\n{"cannot_fix": {"reason": " Needs-Human ", "evidence": "%s"}}\n```' % ("e" * 3000))
+    assert said.cannot_fix == CannotFix("needs_human", "e" * 2000)
+    assert parse_worker({"probes": [{"read": "/x"}], "cannot_fix": None}).probes == [{"read": "/x"}]
+
+
+def test_architect_cannot_fix_is_an_escalate_with_its_evidence():
+    answer = parse_architect({"cannot_fix": {"reason": "environment", "evidence": NETLINK}})
+    assert answer == ArchitectAnswer(verdict="ESCALATE", plan=NETLINK, cannot_fix=CannotFix("environment", NETLINK))
+    # whatever verdict the answer also wrote (a schema-bound server makes it write one)
+    both = parse_architect({"verdict": "PLAN", "plan": "set it", "cannot_fix": {"reason": "content", "evidence": "e"}})
+    assert (both.verdict, both.cannot_fix.reason) == ("ESCALATE", "content")
+    assert parse_architect({"verdict": "PLAN", "plan": "set it"}).cannot_fix is None
+
+
+@pytest.mark.parametrize("raw, message", [
+    ({"reason": "impossible", "evidence": "x"}, "cannot_fix reason 'impossible' is not one of environment, content, needs_human"),
+    ({"reason": 3, "evidence": "x"}, "cannot_fix reason 'a int' is not one of"),
+    ({"reason": "environment"}, "'evidence' is missing or empty"),
+    ({"reason": "environment", "evidence": "  "}, "'evidence' is missing or empty"),
+    ("the host is a container", "'cannot_fix' is a string, not a mapping"),
+])
+def test_cannot_fix_refusals(raw, message):
+    for parse in (parse_worker, parse_architect):
+        with pytest.raises(AnswerError, match=message):
+            parse({"cannot_fix": raw})
+
+
+def test_cannot_fix_in_the_schemas():
+    for agent in ("worker", "architect"):
+        schema = SCHEMAS[agent]["properties"]["cannot_fix"]
+        assert schema["properties"]["reason"]["enum"] == ["environment", "content", "needs_human"]
+        assert schema["required"] == ["reason", "evidence"]
+    jsonschema.validate({"rationale": "r", "cannot_fix": {"reason": "environment", "evidence": NETLINK}}, SCHEMAS["worker"])
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({"rationale": "r", "cannot_fix": {"reason": "later"}}, SCHEMAS["worker"])
 
 
 def test_reflector_full_answer_with_caps():

@@ -9,6 +9,7 @@ import dataclasses
 import pytest
 
 from ansible_collections.scapforge.remediation.plugins.plugin_utils import attempts as A
+from ansible_collections.scapforge.remediation.plugins.plugin_utils import outcomes
 
 RULE = "xccdf_org.ssgproject.content_rule_sshd_set_idle_timeout"
 
@@ -39,7 +40,7 @@ def test_a_fresh_attempt_and_work_item_hold_nothing():
     assert dataclasses.asdict(item) == {
         "rule": RULE, "category": "", "attempts": [], "plan": None, "plans": [], "reviews": 0, "reviewed_at": 0,
         "probes": 0, "tokens": 0, "started": None, "banned": [], "preferred": [], "evidence": None,
-        "lessons_shown": []}
+        "lessons_shown": [], "declared_by": None}
     assert item.short_id == "sshd_set_idle_timeout" and item.last is None and item.worker_attempts == 0
     assert A.Step("plan") == A.Step("plan", "", "")
     with pytest.raises(dataclasses.FrozenInstanceError):
@@ -312,3 +313,48 @@ def test_needs_rollback_when_the_fix_changed_what_no_file_checkpoint_saved():
                       checkpoint={"covered": [], "state": {"packages": True, "services": []}})
     assert A.needs_rollback(saved) is True
     assert A.needs_rollback(dataclasses.replace(a, verdict=A.PASSED, reason="verified")) is False
+
+
+# ============================================================================ issue 18: cannot_fix reasons
+@pytest.mark.parametrize("reason, evidence, code", [
+    ("environment", "auditctl -s: Cannot open netlink audit socket", "environment:no_audit_netlink"),
+    ("environment", "chronyd: adjtimex(0x8001) failed: Operation not permitted (no CAP_SYS_TIME)", "environment:no_sys_time"),
+    ("environment", "sysctl: permission denied on key \"kernel.dmesg_restrict\"", "environment:read_only_proc_sys"),
+    ("environment", "it is environment:no_kernel_modules here; the Read-only file system too", "environment:no_kernel_modules"),
+    ("environment", "the container cannot do this", "environment:unspecified"),
+    ("content", "the OVAL check reads /etc/sysconfig, which Debian has not", "needs_human"),
+    ("needs_human", "the site must choose its remote log host", "needs_human"),
+])
+def test_a_cannot_fix_answer_maps_to_one_reason_code(reason, evidence, code):
+    assert A.cannot_fix_reason(reason, evidence) == code
+    assert outcomes.outcome_for(code) == "escalated"
+    step = A.declined("Worker", reason, evidence)
+    assert (step.kind, step.reason, step.detail) == ("finish", code, "the Worker says the rule cannot be fixed here "
+                                                                     "(%s): %s" % (reason, evidence))
+
+
+def test_the_environment_an_agent_names():
+    assert A.environment_named("Environment:NO_AUDIT_netlink") == "no_audit_netlink"  # explicit, case folded
+    assert A.environment_named("environment: a container") is None  # no slug, no known message
+    assert A.environment_named("Missing privilege separation directory: /run/sshd") == "sshd_privsep_dir_missing"
+    assert A.environment_named(None) is None and A.environment_named("") is None
+
+
+def test_an_escalation_names_the_environment_only_when_its_texts_do():
+    assert A.escalation_reason(["a human must look"]) == "architect_escalate"
+    assert A.escalation_reason(["a human must look", "the tasks wrote /proc/sys, read-only here"]) == \
+        "environment:read_only_proc_sys"
+    assert A.escalation_reason(["environment:no_sys_time", "environment:no_audit_netlink"]) == "environment:no_sys_time"
+    assert A.plan_escalation("no chronyd in a container") == A.Step(
+        "finish", "architect_escalate", "the Architect escalated before any Worker attempt: no chronyd in a container")
+    item = A.WorkItem(RULE)
+    failed(item, verdict=A.FAILED, reason="fix_failed", detail="auditd did not start")
+    item.attempts[-1].reflection = {"diagnosis": "environment:no_audit_netlink, not the tasks"}
+    assert A.apply_review(item, "ESCALATE", "stuck").reason == "environment:no_audit_netlink"
+
+
+def test_a_cannot_fix_attempt_ends_its_rule():
+    for code in ("environment:no_audit_netlink", "needs_human"):
+        item = A.WorkItem(RULE, plan="P", plans=["P"])
+        failed(item, verdict=A.CANNOT_FIX, reason=code, detail="the Worker says ...")
+        assert A.next_step(item, A.Budget(), llm=True, now=0) == A.Step("finish", code, "the Worker says ...")

@@ -206,7 +206,7 @@ def test_log_entry_shape():
     assert entry == {"attempt": 1, "source": "worker", "verdict": "failed", "reason": "fix_failed", "tokens": 812,
                      "rolled_back": True, "seconds": 3.1, "modules": ["ansible.builtin.shell"], "changed": False,
                      "detail": "x" * 300, "side_effects": [], "tasks": A.tasks_yaml(a.tasks), "diffs": []}
-    assert set(A.VERDICTS) == {"refused", "failed", "no_effect", "ineffective", "unhealthy", "passed"}
+    assert set(A.VERDICTS) == {"refused", "failed", "no_effect", "ineffective", "unhealthy", "passed", "cannot_fix"}
 
 
 def test_a_note_survives_a_long_detail():

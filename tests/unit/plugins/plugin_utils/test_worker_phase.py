@@ -251,3 +251,95 @@ def test_without_agents_nothing_is_asked(catalog, tmp_path):
     phase.run(vendor_failed("xccdf_org.ssgproject.content_rule_aide_verify_ext_attributes"))
     assert loop.finished[RULE][0] == "llm_unavailable"
     assert loop.finished["xccdf_org.ssgproject.content_rule_aide_verify_ext_attributes"][0] == "fix_failed"
+
+
+# ============================================================================ issue 18: cannot_fix, plan-time ESCALATE
+NETLINK = "auditctl -s: Cannot open netlink audit socket: the container has no audit netlink"
+
+
+def _architect_events(tmp_path):
+    return [(e["data"]["mode"], e["data"]["verdict"], e["data"].get("outcome"))
+            for e in read_events(str(tmp_path / "events.jsonl")) if e["event"] == "architect"]
+
+
+@pytest.mark.parametrize("answer, reason", [
+    ({"verdict": "ESCALATE", "plan": "a human must decide the remote log host"}, "architect_escalate"),
+    ({"verdict": "ESCALATE", "plan": "chronyd needs CAP_SYS_TIME, which this container lacks"}, "environment:no_sys_time"),
+    ({"cannot_fix": {"reason": "needs_human", "evidence": "the site must name its log host"}}, "needs_human"),
+    ({"cannot_fix": {"reason": "environment", "evidence": NETLINK}}, "environment:no_audit_netlink"),
+])
+def test_a_plan_time_escalation_ends_the_rule_before_any_worker_call(catalog, tmp_path, answer, reason):
+    loop = FakeLoop(catalog, tmp_path)
+    agents = FakeAgents({"architect_plan": [answer]})
+    item = A.WorkItem(RULE)
+    _phase(loop, agents, A.Budget()).run(item)
+    assert agents.calls == ["architect_plan"]  # no Worker, no Reflector
+    finished_reason, detail, verdicts = loop.finished[RULE]
+    assert (finished_reason, verdicts, item.plan) == (reason, [], None)
+    said = answer.get("plan") or answer["cannot_fix"]["evidence"]
+    assert said in detail
+    assert _architect_events(tmp_path) == [("plan", "ESCALATE", reason)]  # not PLAN
+    assert item.declared_by == ("architect" if "cannot_fix" in answer else None)
+
+
+def test_a_worker_cannot_fix_ends_the_rule_with_its_evidence_and_no_reflection(catalog, tmp_path):
+    loop = FakeLoop(catalog, tmp_path)
+    agents = FakeAgents({"architect_plan": [{"verdict": "PLAN", "plan": "load the watch with auditctl"}],
+                         "worker": [{"cannot_fix": {"reason": "environment", "evidence": NETLINK}, "rationale": "r"}]})
+    item = vendor_failed()
+    _phase(loop, agents, A.Budget()).run(item)
+    assert agents.calls == ["architect_plan", "worker"]
+    reason, detail, verdicts = loop.finished[RULE]
+    assert (reason, verdicts) == ("environment:no_audit_netlink", ["failed", "cannot_fix"])
+    assert detail == "the Worker says the rule cannot be fixed here (environment): " + NETLINK
+    last = item.attempts[-1]
+    assert (last.gate, last.report, last.reason, item.declared_by) == (None, None, "environment:no_audit_netlink", "worker")
+    assert loop.rollbacks == [] and getattr(loop, "closed", []) == []  # nothing ran, nothing to settle
+
+
+def test_a_worker_content_answer_is_needs_human(catalog, tmp_path):
+    loop = FakeLoop(catalog, tmp_path)
+    agents = FakeAgents({"architect_plan": [{"verdict": "PLAN", "plan": "p"}],
+                         "worker": [{"cannot_fix": {"reason": "content", "evidence": "the check wants a file Debian lacks"}}]})
+    _phase(loop, agents, A.Budget()).run(A.WorkItem(RULE))
+    assert loop.finished[RULE][:2] == ("needs_human", "the Worker says the rule cannot be fixed here (content): "
+                                                      "the check wants a file Debian lacks")
+
+
+def test_a_review_escalation_takes_the_environment_the_reflector_named(catalog, tmp_path):
+    loop = FakeLoop(catalog, tmp_path)
+    agents = FakeAgents({
+        "architect_plan": [{"verdict": "PLAN", "plan": "p"}],
+        "worker": [{"tasks": PIPEFAIL}, {"tasks": PIPEFAIL}],
+        "reflector": [dict(REFLECTION, diagnosis="environment:no_audit_netlink: auditd cannot start here")] * 2,
+        "architect_review": [{"verdict": "ESCALATE", "plan": "it keeps failing"}]})
+    item = A.WorkItem(RULE)
+    _phase(loop, agents, A.Budget()).run(item)
+    assert loop.finished[RULE][0] == "environment:no_audit_netlink"
+    assert _architect_events(tmp_path) == [("plan", "PLAN", None), ("review", "ESCALATE", "environment:no_audit_netlink")]
+
+    (tmp_path / "second").mkdir()
+    loop = FakeLoop(catalog, tmp_path / "second")
+    agents = FakeAgents({
+        "architect_plan": [{"verdict": "PLAN", "plan": "p"}], "worker": [{"tasks": PIPEFAIL}, {"tasks": PIPEFAIL}],
+        "reflector": [REFLECTION] * 2,
+        "architect_review": [{"cannot_fix": {"reason": "content", "evidence": "the OVAL reads a path Debian lacks"}}]})
+    item = A.WorkItem(RULE)
+    _phase(loop, agents, A.Budget()).run(item)
+    assert loop.finished[RULE][0] == "needs_human" and item.reviews == 1 and item.declared_by == "architect"
+
+
+def test_a_transport_failure_marks_the_endpoint_down_and_leaves_no_attempt(catalog, tmp_path):
+    loop = FakeLoop(catalog, tmp_path)
+    junk = LLMError("bad_response", "answered 3 times in a row with a body that is not JSON", transport=True)
+    agents = FakeAgents({"architect_plan": [{"verdict": "PLAN", "plan": "p"}], "worker": [junk]})
+    phase = _phase(loop, agents, A.Budget())
+    item = vendor_failed()
+    phase.run(item)
+    other = "xccdf_org.ssgproject.content_rule_set_password_hashing_algorithm_logindefs"
+    phase.run(A.WorkItem(other))
+    assert agents.calls == ["architect_plan", "worker"]  # nothing after the endpoint went down
+    assert loop.finished[RULE][0] == "llm_error" and loop.finished[other][:3] == ("llm_error", phase.llm_down, [])
+    assert [a.verdict for a in item.attempts] == ["failed"]  # the cut-off Worker attempt is not counted
+    assert phase.llm_down.startswith("the LLM endpoint is marked down for the rest of this host's run")
+    assert "3 times in a row" in phase.llm_down

@@ -320,3 +320,18 @@ def test_merge_takes_an_outcome_that_only_the_source_has():
     assert G.merge(b, a)["usage_added"] == 0
     assert a.usage.all()[0]["outcome"] == "remediated" and len(a.usage) == 1
     assert lesson(a, "P")["weight"] == pytest.approx(0.6) and lesson(a, "P")["outcomes"]["remediated"] == 1
+
+
+def test_an_end_that_judges_no_fix_neither_rewards_nor_penalises():
+    """Issue 18: llm_error (the endpoint went down) and needs_human (an agent's cannot_fix for a
+    person) say nothing about the lessons shown: weight 0.5 stays, no outcome counted."""
+    s = store()
+    s.lessons.insert(mk("N", "negative", rule="a", category="cat"))
+    for i, reason in enumerate(sorted(G.NO_FIX_JUDGED)):
+        got = show(s, lesson(s, "N"), "e%d" % i, "a", "cat", "escalated", reason, followed=False, attempts=(1,))
+        assert got == {"reinforced": [], "confirmed": []}
+    assert lesson(s, "N")["weight"] == 0.5 and sum((lesson(s, "N").get("outcomes") or {}).values()) == 0
+    assert G.NO_FIX_JUDGED == {"llm_error", "needs_human"}
+    # an escalation that does judge the fix still costs the lesson shown
+    assert show(s, lesson(s, "N"), "f", "a", "cat", "escalated", "fix_failed", followed=False)["reinforced"] == ["N"]
+    assert lesson(s, "N")["weight"] == 0.45

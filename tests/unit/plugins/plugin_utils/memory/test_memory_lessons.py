@@ -429,3 +429,34 @@ def test_gate_refusals_teach_from_their_codes_with_the_cues_of_before(tasks, slu
 def test_the_code_not_the_words_decides():
     (cand,) = _refused_by_the_gate([{"ansible.builtin.uri": {"url": "http://x"}}], gate="reworded by a later gate")
     assert cand.pattern == "not_allowlisted" and cand.cue == "a model-written task uses module ansible.builtin.uri"
+
+
+# ----------------------------------------------------------------------------- issue 18: cannot_fix
+NETLINK = "auditctl -s: Cannot open netlink audit socket"
+
+
+def test_a_cannot_fix_is_no_failure_of_the_fix_and_its_environment_only_a_candidate():
+    """The Worker's cannot_fix gives no negative lesson (nothing ran, nothing was refused), and
+    the environment it names is a candidate caution (an agent's word), which
+    ``selection.decide`` never acts on (it takes confirmed lessons only)."""
+    short, code = "audit_rules_usergroup_modification_passwd", "environment:no_audit_netlink"
+    detail = "the Worker says the rule cannot be fixed here (environment): " + NETLINK
+    entry = dict(outcome("escalated", code, "audit", 1, detail), rule=short, declared_by="worker")
+    report = {"host": "lab1", "run_id": "r1", "check_mode": False, "rules": {short: entry}}
+    attempts = {P + short: [rec(1, "worker", "cannot_fix", code, [], detail=detail)]}
+    found = L.extract(report, attempts, FP, SKILL)
+    assert [(c.kind, c.status, c.reason) for c in found] == [("caution", "candidate", code)]
+    assert NETLINK in found[0].evidence[0].detail
+    # the same outcome judged from a failed task's message (no declared_by) is confirmed at once
+    del entry["declared_by"]
+    attempts = {P + short: [rec(1, "worker", "failed", code, [], error=NETLINK)]}
+    assert [(c.kind, c.status) for c in L.extract(report, attempts, FP, SKILL)] == [("caution", "confirmed")]
+
+
+def test_needs_human_and_llm_error_teach_nothing():
+    for code, verdict in (("needs_human", "cannot_fix"), ("llm_error", "")):
+        entry = dict(outcome("escalated", code, "logging", 1, "the Worker says ..."), rule="rsyslog_remote_loghost",
+                     declared_by="worker" if verdict else None)
+        report = {"host": "lab1", "run_id": "r1", "check_mode": False, "rules": {"rsyslog_remote_loghost": entry}}
+        attempts = {P + "rsyslog_remote_loghost": [rec(1, "worker", verdict, code, [], detail="the Worker says ...")]}
+        assert L.extract(report, attempts, FP, SKILL) == []
