@@ -172,11 +172,12 @@ class WorkerPhase:
         declined = answer.cannot_fix
         if declined is not None:
             done = A.declined("Architect", declined.reason, declined.evidence)
-            item.declared_by = "architect"
         elif mode == "plan":
             done = A.plan_escalation(answer.plan)
         else:  # ESCALATE always finishes a review
             done = A.apply_review(item, "ESCALATE", answer.plan) or A.Step("finish", "architect_escalate")
+        if done.reason != "architect_escalate":  # an environment or needs_human the agents said, none observed
+            item.declared_by = "architect"
         if mode == "review" and declined is not None:
             item.reviews += 1
             item.reviewed_at = len(item.attempts)

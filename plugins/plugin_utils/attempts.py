@@ -193,8 +193,9 @@ class WorkItem:
     seconds of the first Worker step (None before); banned/preferred: the Reflector's
     patterns for the next attempts; evidence: the latest failing OVAL evidence of the rule;
     lessons_shown: ids of the memory lessons its attempts were shown; declared_by: the agent
-    (``worker`` or ``architect``) whose ``cannot_fix`` answer ended it, None otherwise (its
-    word, not an observation: memory keeps it as a candidate, never as confirmed).
+    (``worker`` or ``architect``) whose answer gave its reason (a ``cannot_fix``, or an
+    ESCALATE that named the environment), None otherwise (its word, not an observation:
+    memory keeps an environment it names as a candidate, never as confirmed).
     """
 
     rule: str

@@ -10,8 +10,8 @@ Library), and it never carries a model's guess as a fact: Reflector lessons are
   OpenSCAP still failed, a fix that cut the login), or a Reflector lesson.
 - ``caution``: the environment, not the fix, stops the rule (``environment:<kind>``); ``reason``
   holds the outcome reason to reuse, so the loop can classify such a rule at once. When an
-  agent's ``cannot_fix`` answer gave the reason (the rule entry's ``declared_by``), the caution
-  is a ``candidate``: shown to later prompts, never acted on until an observation confirms it.
+  agent's answer gave the reason (a ``cannot_fix``, or an ESCALATE that named the environment:
+  the rule entry's ``declared_by``), the caution is a ``candidate``: shown to later prompts, never acted on until an observation confirms it.
   A ``cannot_fix`` attempt is no failure of the rule's fix: it gives no negative lesson.
 
 Scope, which failures are rule-specific (the answer decides what merges across rules):

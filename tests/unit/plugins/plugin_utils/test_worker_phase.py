@@ -279,7 +279,7 @@ def test_a_plan_time_escalation_ends_the_rule_before_any_worker_call(catalog, tm
     said = answer.get("plan") or answer["cannot_fix"]["evidence"]
     assert said in detail
     assert _architect_events(tmp_path) == [("plan", "ESCALATE", reason)]  # not PLAN
-    assert item.declared_by == ("architect" if "cannot_fix" in answer else None)
+    assert item.declared_by == (None if reason == "architect_escalate" else "architect")  # its word, not observed
 
 
 def test_a_worker_cannot_fix_ends_the_rule_with_its_evidence_and_no_reflection(catalog, tmp_path):
