@@ -24,7 +24,13 @@ Kinds (closed list, see ``KINDS``):
 - ``url_password``: the password of ``scheme://user:password@host``;
 - ``password``: the value of an assignment whose key names a secret (``password=``,
   ``passwd:``, ``"api_key": "..."``, ``client_secret = ...``); values that are references
-  (``{{ var }}``, ``$VAR``) or booleans/null are not secrets and are kept.
+  (``{{ var }}``, ``$VAR``), booleans/null and scan results (``grub2_password: fail``) are
+  not secrets and are kept.
+
+Identifiers are never secrets: OVAL ids (``oval:ssg-..._common_password:tst:1``), XCCDF ids
+(``xccdf_org.ssgproject.content_rule_grub2_password``) and absolute paths
+(``/etc/pam.d/common-password``) are set aside before the ``password`` kind is looked for,
+so that a name ending in a secret word followed by ``:`` is not taken for an assignment.
 
 Formats: crypt(3) and shadow(5) man pages, the PEM/RFC 7468 labels, the token prefixes
 documented by their issuers (GitHub, GitLab, AWS, Slack, OpenAI).
@@ -104,6 +110,10 @@ _XML_PASSWORD = re.compile(r"(<(?:[A-Za-z0-9_.-]+:)?password(?:\s[^<>]*)?>)([^<]
 _NOT_SECRET_VALUES = frozenset(
     {"", "yes", "no", "true", "false", "on", "off", "none", "null", "~", "*", "!", "x", "always", "on_create"}
 )
+#: XCCDF and OVAL result words: what ``<rule or test id>: <result>`` says, never a password.
+_RESULT_WORDS = frozenset(
+    {"pass", "fail", "error", "unknown", "notapplicable", "notchecked", "notselected", "informational", "fixed"}
+)
 _VARIABLE = re.compile(r"\$\{?[A-Za-z_][A-Za-z0-9_]*\}?|%\([A-Za-z_][A-Za-z0-9_]*\)s")
 
 
@@ -116,6 +126,7 @@ def _is_reference(value: str) -> bool:
     inner = value.strip("\"'")
     return (
         inner.lower() in _NOT_SECRET_VALUES
+        or inner.lower() in _RESULT_WORDS
         or inner.startswith(("{{", "[REDACTED:"))
         or inner.endswith("}}")
         or _VARIABLE.fullmatch(inner) is not None
@@ -179,8 +190,20 @@ _RULES = (
     (_JWT, _keep_or("jwt")),
     (_API_TOKEN, _keep_or("api_token")),
     (_URL_PASSWORD, _keep_or("url_password", group=2, prefix=1, suffix=3)),
-    (_ASSIGNMENT, _assignment),
 )
+
+#: What names a thing and so is never a secret, though it may end in ``password`` and be
+#: followed by ``:``: OVAL ids, XCCDF ids, absolute paths (not the path of a URL, whose
+#: slash follows a host name or ``:``; not a crypt salt, whose slash follows ``$``).
+_IDENTIFIER = re.compile(
+    r"(?<![\w.-])oval:[A-Za-z0-9_.-]+:(?:def|tst|obj|ste|var):\d+"
+    r"|(?<![\w.-])xccdf_[A-Za-z0-9_.-]+"
+    r"|(?<![\w.$:/~@%+-])/(?:[\w.+@*-]+/)*[\w.+@*-]+"
+)
+#: Private-use characters frame an identifier set aside (``\ue000<n>\ue001``); a text that
+#: already holds them is searched as it is.
+_HOLD_OPEN, _HOLD_CLOSE = "\ue000", "\ue001"
+_HELD = re.compile(_HOLD_OPEN + r"(\d+)" + _HOLD_CLOSE)
 
 
 def redact(text: str) -> tuple[str, int]:
@@ -194,9 +217,8 @@ def redact(text: str) -> tuple[str, int]:
         raise TypeError(f"redact() wants a str, got {type(text).__name__}")
     total = 0
 
-    for pattern, replacer in _RULES:
-
-        def substitute(match: re.Match, replacer=replacer) -> str:
+    def apply(pattern: re.Pattern, replacer, text: str) -> str:
+        def substitute(match: re.Match) -> str:
             nonlocal total
             new = replacer(match)
             if new is None:
@@ -204,5 +226,17 @@ def redact(text: str) -> tuple[str, int]:
             total += 1
             return new
 
-        text = pattern.sub(substitute, text)
-    return text, total
+        return pattern.sub(substitute, text)
+
+    for pattern, replacer in _RULES:
+        text = apply(pattern, replacer, text)
+    held: list[str] = []
+    if _HOLD_OPEN not in text and _HOLD_CLOSE not in text:
+        text = _IDENTIFIER.sub(lambda m: _hold(held, m.group(0)), text)
+    text = apply(_ASSIGNMENT, _assignment, text)
+    return _HELD.sub(lambda m: held[int(m.group(1))], text), total
+
+
+def _hold(held: list[str], identifier: str) -> str:
+    held.append(identifier)
+    return f"{_HOLD_OPEN}{len(held) - 1}{_HOLD_CLOSE}"
