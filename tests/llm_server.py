@@ -12,7 +12,8 @@ at ``.url`` too::
         ... LLMConfig(base_url=llm.url, model="scripted") ...
         assert llm.requests[0]["messages"][0]["content"] == ...
 
-Only ``POST /v1/chat/completions`` is served; anything else gets 404.
+Only ``POST /v1/chat/completions`` is served; anything else gets 404. The JSON of requests and
+answers is tools/llm_wire.py's, shared with tools/llm_relay.py and tools/llm_replay.py.
 """
 
 from __future__ import annotations
@@ -20,13 +21,14 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import json
-import math
 import threading
 import time
 import typing as t
 
 from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
+
+from llm_wire import completion, error_body, message_text  # tools/, on sys.path from tests/conftest.py
 
 Match = t.Union[str, t.Callable[[dict], bool]]
 
@@ -52,6 +54,7 @@ class _Script:
     delay: float
 
 
+<<<<<<< ours
 def message_text(body: dict) -> str:
     """The request's message contents joined by newlines (text parts of list contents too)."""
     texts = []
@@ -77,6 +80,8 @@ def _system_is(body: dict, agent: str) -> bool:
     return str(body["messages"][0]["content"]).startswith("You are the %s" % agent)
 
 
+=======
+>>>>>>> theirs
 class _QuickStopServer(HTTPServer):
     """HTTPServer whose stop() returns in ~0.05 s instead of werkzeug's 0.5 s poll."""
 
@@ -182,21 +187,21 @@ class ScriptedLLM:
         try:
             body = json.loads(request.get_data(as_text=True) or "null")
         except ValueError:
-            return self._json(400, _error_body(400, "request body is not JSON", "invalid_request_error"))
+            return self._json(400, error_body(400, "request body is not JSON", "invalid_request_error"))
         if not isinstance(body, dict):
-            return self._json(400, _error_body(400, "request body is not a JSON object", "invalid_request_error"))
+            return self._json(400, error_body(400, "request body is not a JSON object", "invalid_request_error"))
         with self._lock:
             self.requests.append(body)
 
         kind = (body.get("response_format") or {}).get("type")
         if (kind == "json_schema" and self.refuse_json_schema) or (kind == "json_object" and self.refuse_json_object):
-            return self._json(500, _error_body(500, f"response_format type {kind} is not supported"))
+            return self._json(500, error_body(500, f"response_format type {kind} is not supported"))
 
         script = self._pick(body)
         if script is None:
             return self._json(
                 500,
-                _error_body(
+                error_body(
                     500, f"ScriptedLLM: no script matched the request (messages: {message_text(body)[:200]!r})"
                 ),
                 {"x-should-retry": "false"},
@@ -212,26 +217,7 @@ class ScriptedLLM:
         return self._json(200, self._completion(body, content))
 
     def _completion(self, body: dict, content: str) -> dict:
-        prompt_tokens = _tokens(message_text(body))
-        completion_tokens = _tokens(content)
-        return {
-            "id": f"chatcmpl-scripted-{next(self._ids)}",
-            "object": "chat.completion",
-            "created": int(time.time()),
-            "model": body.get("model", "scripted"),
-            "choices": [
-                {
-                    "index": 0,
-                    "message": {"role": "assistant", "content": content},
-                    "finish_reason": "stop",
-                }
-            ],
-            "usage": {
-                "prompt_tokens": prompt_tokens,
-                "completion_tokens": completion_tokens,
-                "total_tokens": prompt_tokens + completion_tokens,
-            },
-        }
+        return completion(body, content, f"chatcmpl-scripted-{next(self._ids)}")
 
     @staticmethod
     def _json(status: int, body: dict, headers: t.Optional[dict] = None) -> Response:

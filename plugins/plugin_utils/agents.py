@@ -103,12 +103,14 @@ class Agents:
     ledger: the run's ``TokenLedger``; base: the template variables every prompt gets
     (``skill`` {name, description} and ``host`` {os, virtualization, user, become});
     max_tokens: the most tokens one answer may take (a small model left unbounded repeats
-    itself to the end of its context: minutes per call, seen with SmolLM2 on llama.cpp).
+    itself to the end of its context: minutes per call, seen with SmolLM2 on llama.cpp);
+    transcript: a ``transcript.Transcript`` that keeps each request and answer (None: none kept).
     """
 
     def __init__(self, client: LLMClient, prompts, events, ledger: TokenLedger, base: dict,
-                 max_tokens: int = 2000) -> None:
+                 max_tokens: int = 2000, transcript=None) -> None:
         self.client = client
+        self.transcript = transcript
         self.max_tokens = max_tokens
         self.prompts = prompts
         self.events = events
@@ -131,11 +133,13 @@ class Agents:
             completion = self.client.complete(messages, answers.SCHEMAS[agent], agent,
                                               max_tokens=self.max_tokens or None)
         except LLMError as exc:
+            self._record(agent, rule, attempt, None, "%s: %s" % (exc.kind, exc))
             self.events.emit("llm_call", rule=rule, attempt=attempt, agent=agent, ok=False, error_kind=exc.kind,
                              msg=str(exc)[:300], sent=context.sizes(sections))
             if not exc.transport:  # the server answered a chat completion with nothing usable: this answer fails
                 return Reply(error=str(exc))
             raise
+        self._record(agent, rule, attempt, completion, None)
         tokens = int(completion.prompt_tokens or 0) + int(completion.completion_tokens or 0)
         run_total = self.ledger.add(tokens)
         reply = Reply(tokens=tokens, mode=completion.mode)
@@ -152,3 +156,15 @@ class Agents:
             answer_chars=len(completion.text or ""), error=reply.error,
         )
         return reply
+
+    def _record(self, agent: str, rule: str, attempt: int | None, completion, error: str | None) -> None:
+        """Keep the call in the run's transcript (the request as the client sent it)."""
+        if self.transcript is None:
+            return
+        usage = {"prompt_tokens": 0, "completion_tokens": 0, "seconds": 0.0, "mode": None, "http_attempts": 0}
+        if completion is not None:
+            usage.update(prompt_tokens=completion.prompt_tokens, completion_tokens=completion.completion_tokens,
+                         seconds=round(completion.seconds, 3), mode=completion.mode,
+                         http_attempts=completion.http_attempts)
+        self.transcript.record(agent, rule, attempt, getattr(self.client, "last_request", None),
+                               completion.text if completion is not None else None, usage, error)

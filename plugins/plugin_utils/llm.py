@@ -275,6 +275,8 @@ class LLMClient:
         self._mode_proven = False
         self._http_attempts = 0
         self._probing = False
+        #: the last chat completion request sent, as sent (messages redacted), for the run's transcript
+        self.last_request: dict | None = None
         http_client = openai.DefaultHttpxClient(
             event_hooks={"request": [self._on_request], "response": [self._on_response]},
         )
@@ -335,6 +337,7 @@ class LLMClient:
             if max_tokens is not None:
                 request["max_tokens"] = max_tokens
             self._probing = response_format is not None and not self._mode_proven
+            self.last_request = request
             try:
                 response = self._send(request)
             except openai.APIStatusError as exc:

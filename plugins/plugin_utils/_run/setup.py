@@ -149,6 +149,7 @@ def _agents(session, opts, skill, remote_user, check_mode, events) -> tuple[t.An
     ``allow_remote``), else (None, None). Raises LoopError(``llm_remote``, ``prompts``)."""
     from ansible_collections.scapforge.remediation.plugins.plugin_utils import agents as agents_mod
     from ansible_collections.scapforge.remediation.plugins.plugin_utils import llm as llm_mod
+    from ansible_collections.scapforge.remediation.plugins.plugin_utils.transcript import Transcript
 
     config = opts.llm
     if config is None or not config.configured or check_mode:
@@ -169,7 +170,8 @@ def _agents(session, opts, skill, remote_user, check_mode, events) -> tuple[t.An
     }
     ledger = agents_mod.TokenLedger(opts.run_dir, opts.run_tokens)
     return agents_mod.Agents(llm_mod.LLMClient(config), opts.prompts, events, ledger, base,
-                             max_tokens=opts.max_answer_tokens), ledger
+                             max_tokens=opts.max_answer_tokens,
+                             transcript=Transcript(opts.run_dir, session.host)), ledger
 
 
 def _memory(session, opts, catalog, events):
