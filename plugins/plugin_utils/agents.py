@@ -5,7 +5,8 @@ sections of ``plugin_utils.context``, sends it through ``plugin_utils.llm.LLMCli
 (structured output with its fallbacks), parses the answer into a typed record
 (``plugin_utils.answers``), and records one ``llm_call`` event: the agent, the rule, the
 output mode the server took, prompt and completion tokens, seconds, and the size of each
-section sent. Tokens are added to the run's :class:`TokenLedger`, shared by every host of
+section sent; with a ``transcript.Transcript`` the call's request as sent and its answer go to
+``<run_dir>/llm/``. Tokens are added to the run's :class:`TokenLedger`, shared by every host of
 the run (Ansible forks) through a file lock.
 
 An answer that cannot be used (junk, empty, too large, truncated, wrong shape, a completion
