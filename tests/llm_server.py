@@ -54,34 +54,11 @@ class _Script:
     delay: float
 
 
-<<<<<<< ours
-def message_text(body: dict) -> str:
-    """The request's message contents joined by newlines (text parts of list contents too)."""
-    texts = []
-    for message in body.get("messages") or []:
-        content = message.get("content") if isinstance(message, dict) else None
-        if isinstance(content, str):
-            texts.append(content)
-        elif isinstance(content, list):
-            texts.extend(p["text"] for p in content if isinstance(p, dict) and isinstance(p.get("text"), str))
-    return "\n".join(texts)
-
-
-def _tokens(text: str) -> int:
-    return math.ceil(len(text) / 4)
-
-
-def _error_body(status: int, message: str, kind: str = "server_error") -> dict:
-    return {"error": {"message": message, "type": kind, "code": status}}
-
-
 def _system_is(body: dict, agent: str) -> bool:
     """The request's system prompt is ``agent``'s (``You are the <agent>``)."""
     return str(body["messages"][0]["content"]).startswith("You are the %s" % agent)
 
 
-=======
->>>>>>> theirs
 class _QuickStopServer(HTTPServer):
     """HTTPServer whose stop() returns in ~0.05 s instead of werkzeug's 0.5 s poll."""
 
