@@ -31,7 +31,7 @@ import typing as t
 import yaml
 
 from ansible_collections.scapforge.remediation.plugins.plugin_utils import attempts as A
-from ansible_collections.scapforge.remediation.plugins.plugin_utils import context, probes, task_gate
+from ansible_collections.scapforge.remediation.plugins.plugin_utils import context, probes, task_gate, task_review
 from ansible_collections.scapforge.remediation.plugins.plugin_utils._run import decisions
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.executor import TaskListExecutor
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.llm import LLMError
@@ -124,8 +124,9 @@ class WorkerPhase:
 
     # ------------------------------------------------------------------ the agents
     def _variables(self, item: A.WorkItem) -> dict:
-        """The template variables of one rule: ``rule``, ``plan`` and ``skill_context`` (the
-        skill's ``worker_context`` hook text, "" without one; asked once per rule)."""
+        """The template variables of one rule: ``rule``, ``plan``, ``skill_context`` (the
+        skill's ``worker_context`` hook text, "" without one; asked once per rule) and
+        ``seen_environment`` (the ``environment:<kind>`` reasons other rules of this run ended on)."""
         rule = self.ctx.catalog.rule(item.rule)
         data = {"id": rule.id, "short_id": rule.short_id, "title": rule.title, "severity": rule.severity,
                 "category": item.category, "identifiers": {k: list(v) for k, v in rule.identifiers.items()}}
@@ -133,7 +134,10 @@ class WorkerPhase:
             said = self.ctx.skill.call_hook("worker_context", dict(data), dict(self.agents.base.get("host") or {}),
                                             log=lambda **kw: self.ctx.events.emit("hook_failed", rule=rule.short_id, **kw))
             self._skill_context[item.rule] = str(said)[:2000] if said else ""
-        return {"rule": data, "plan": item.plan or "", "skill_context": self._skill_context[item.rule]}
+        ended = getattr(self.state, "outcomes", None) or {}
+        seen = sorted({o.reason for o in ended.values() if str(getattr(o, "reason", "")).startswith("environment:")})
+        return {"rule": data, "plan": item.plan or "", "skill_context": self._skill_context[item.rule],
+                "seen_environment": seen}
 
     def _lessons(self, item: A.WorkItem) -> tuple[str | None, list[str]]:
         """The memory block for this rule's prompts (None in shadow mode) and its lesson ids."""
@@ -326,6 +330,12 @@ class WorkerPhase:
         for pattern in item.banned:
             if len(pattern) >= MIN_BANNED_CHARS and pattern in text:
                 return self._refuse(attempt, "the tasks repeat %r, which the Reflector banned for this rule" % pattern)
+        found = task_review.review(item.short_id, tasks, task_review.check_patterns(item.evidence))
+        if found:  # it would make the check pass without fixing the rule
+            self.ctx.events.emit("review", rule=item.short_id, attempt=attempt.number,
+                                 findings=[f.to_dict() for f in found])
+            return self._refuse(attempt, "refused by the review: these tasks would make the check pass without "
+                                "fixing what the rule protects: %s" % "; ".join(f.message for f in found))
         return tasks
 
     def _run_probes(self, item: A.WorkItem, attempt: A.Attempt, specs: t.Sequence[t.Any]) -> list[str]:
@@ -341,6 +351,7 @@ class WorkerPhase:
                 task = probes.probe_task(spec)
             except (probes.ProbeRefused, TypeError, ValueError) as exc:
                 outputs.append("probe %s refused: %s" % (label, exc))
+                attempt.probe_results.append(outputs[-1])
                 ctx.events.emit("probe", rule=item.short_id, attempt=attempt.number, probe=label, refused=str(exc)[:300])
                 continue
             executor = TaskListExecutor(ctx.session, ctx.task_vars, trusted=False, policy=ctx.gate_policy)
@@ -348,6 +359,7 @@ class WorkerPhase:
             raw = report.results[0] if report.results else {"failed": True, "msg": report.refused or report.error}
             text = probes.format_probe_result(spec, raw)
             outputs.append("probe %s:\n%s" % (label, text))
+            attempt.probe_results.append(outputs[-1])
             ctx.events.emit("probe", rule=item.short_id, attempt=attempt.number, probe=label, ok=report.ok,
                             chars=len(text), refused=report.refused)
         return outputs

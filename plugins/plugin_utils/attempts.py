@@ -86,7 +86,8 @@ class Attempt:
     of the tasks that ran to change something); restore: the restore's ``to_dict()``;
     health: the health check's dict; result: the rule's OpenSCAP result after the attempt;
     evidence: the failing OVAL evidence for the rule after the attempt; reflection: the
-    Reflector's answer as a dict; probes: probe labels asked during the attempt; tokens:
+    Reflector's answer as a dict; probes: probe labels asked during the attempt; probe_results:
+    each probe's label and formatted output (``probe <label>:\n<text>``), in order; tokens:
     prompt + completion tokens spent on it (Worker and Reflector); seconds: wall time;
     plan: the Architect plan in force; verdict/reason: from :func:`judge`; rolled_back: True
     when a verified restore undid it, False when a restore was due and failed or was unsafe,
@@ -110,6 +111,7 @@ class Attempt:
     evidence: dict | None = None
     reflection: dict | None = None
     probes: list = dataclasses.field(default_factory=list)
+    probe_results: list = dataclasses.field(default_factory=list)
     tokens: int = 0
     seconds: float = 0.0
     plan: str = ""

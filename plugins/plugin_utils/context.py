@@ -32,6 +32,8 @@ CAPS = {
     "vendor_fix": 2500,
     "history": 3500,
     "probes": 4000,
+    "probe": 1500,         # one probe's output in the history of an earlier attempt
+    "history_probes": 2000,  # all of one earlier attempt's probes
     "attempt": 2500,
     "result": 1500,
 }
@@ -115,17 +117,56 @@ def evidence_text(evidence: dict | None) -> str | None:
     return fence(cap(head + "\n" + body, CAPS["evidence"]), "target", "oval_evidence")
 
 
+def probes_text(outputs: t.Sequence[str], limit: int, each: int | None = None) -> str:
+    """Probe outputs (oldest first) within ``limit`` characters: the newest kept whole (up to
+    ``each`` characters, or ``limit``), then each older one in what room is left, cut from its
+    end; those with no room left are counted, not shown (case: a 3.7 KB file read first cut a
+    later, more telling ``find`` to 120 characters)."""
+    kept: list[str] = []
+    room = limit
+    for number, output in enumerate(reversed(list(outputs))):
+        part = cap(output, min(room, each or room))
+        if number and len(part) < min(len(output), 120):  # too little left to say anything
+            kept.append("[%d earlier probe(s) not shown]" % (len(outputs) - number))
+            break
+        kept.append(part)
+        room -= len(part) + 2
+        if room <= 0 and number + 1 < len(outputs):
+            kept.append("[%d earlier probe(s) not shown]" % (len(outputs) - number - 1))
+            break
+    return "\n\n".join(reversed(kept))
+
+
+def _task_results(attempt, msg_limit: int = 200) -> list[str]:
+    """``- <task> (<module>) <changed,failed,...|ok>: <message>`` for each task that ran."""
+    lines = []
+    for res in (attempt.report or {}).get("task_results") or []:
+        flags = [k for k in ("changed", "failed", "skipped", "ignored", "check_mode") if res.get(k)]
+        lines.append("- %s (%s) %s%s" % (res.get("name"), res.get("module"), ",".join(flags) or "ok",
+                                         (": " + cap(res["msg"], msg_limit)) if res.get("msg") else ""))
+    return lines
+
+
 def attempt_text(attempt, with_tasks: bool = True) -> str:
-    """One attempt in a few lines: verdict, reason, detail, the tasks (YAML), the reflection."""
+    """One attempt: verdict, reason, detail, the Worker's rationale, its probes with what they
+    showed (capped), the tasks (YAML) and what each did, the reflection."""
     lines = ["Attempt %d (%s): %s, reason %s" % (attempt.number, attempt.source, attempt.verdict, attempt.reason)]
     if attempt.plan and attempt.source == "worker":
         lines.append("Plan in force: %s" % cap(attempt.plan, 300))
     if attempt.detail:
         lines.append("What happened: %s" % cap(attempt.detail, 500))
-    if attempt.probes:
+    if getattr(attempt, "rationale", ""):
+        lines.append("The Worker's rationale: %s" % cap(attempt.rationale, 300))
+    results = list(getattr(attempt, "probe_results", None) or [])
+    if results:
+        lines.append("Probes and what they showed:\n%s" % probes_text(results, CAPS["history_probes"], CAPS["probe"]))
+    elif attempt.probes:
         lines.append("Probes asked: %s" % "; ".join(attempt.probes)[:300])
     if with_tasks and attempt.tasks:
         lines.append("Tasks:\n%s" % cap(_yaml(attempt.tasks) if not isinstance(attempt.tasks, str) else attempt.tasks, 900))
+    ran = _task_results(attempt)
+    if with_tasks and ran:
+        lines.append("What each task did:\n%s" % cap("\n".join(ran), 600))
     if attempt.rolled_back is not None:
         lines.append("Rolled back: %s" % ("yes, restore verified" if attempt.rolled_back else "NO"))
     if attempt.reflection:
@@ -138,8 +179,9 @@ def attempt_text(attempt, with_tasks: bool = True) -> str:
 
 
 def history_text(item, limit: int = CAPS["history"]) -> str | None:
-    """This rule's attempts so far, oldest first; when over ``limit`` the oldest are dropped."""
-    parts = [attempt_text(a, with_tasks=a.source == "worker") for a in item.attempts]
+    """This rule's finished attempts so far, oldest first (the one in progress is not history:
+    its probes are their own section); when over ``limit`` the oldest are dropped."""
+    parts = [attempt_text(a, with_tasks=a.source == "worker") for a in item.attempts if a.verdict]
     if not parts:
         return None
     kept: list[str] = []
@@ -166,16 +208,24 @@ def vendor_text(catalog, rule_id: str, profile_id: str, item) -> str | None:
     return fence(cap(fix, CAPS["vendor_fix"] - 700) + "\n" + cap(what, 600), "content", "vendor_fix")
 
 
+def reasoning_text(attempt) -> str | None:
+    """The Worker's rationale and its probes' results for the attempt, fenced (the probes
+    read the host); None when it gave neither."""
+    results = list(attempt.probe_results or [])
+    if not attempt.rationale and not results:
+        return None
+    text = "Rationale: %s" % (cap(attempt.rationale, 500) or "(none given)")
+    if results:
+        text += "\nProbes and what they showed:\n%s" % probes_text(results, CAPS["probes"] - 600, CAPS["probe"])
+    return fence(text, "target", "worker_reasoning")
+
+
 def report_text(attempt) -> str:
     """What ran in an attempt: each task's name, module, changed/failed and message."""
     report = attempt.report or {}
     if attempt.gate:
         return "Refused before anything ran: %s" % cap(attempt.gate, 1200)
-    lines = []
-    for res in report.get("task_results") or []:
-        flags = [k for k in ("changed", "failed", "skipped", "ignored", "check_mode") if res.get(k)]
-        lines.append("- %s (%s) %s%s" % (res.get("name"), res.get("module"), ",".join(flags) or "ok",
-                                         (": " + res["msg"]) if res.get("msg") else ""))
+    lines = _task_results(attempt, msg_limit=CAPS["result"])
     if report.get("failed_task"):
         lines.append("First failed task: %s: %s" % (report["failed_task"], report.get("error")))
     lines.append("OpenSCAP result after the attempt: %s" % attempt.result)
@@ -224,7 +274,7 @@ def worker_sections(catalog, rule_id: str, profile_id: str, item, evidence: dict
         ("history", "Attempts on this rule so far", lambda: history_text(item)),
         ("lessons", "What earlier runs on hosts like this one proved", lambda: lessons_text(lessons)),
         ("probes", "Probe results (read on the host for you)",
-         lambda: fence(cap("\n\n".join(probe_outputs), CAPS["probes"]), "target", "probes") if probe_outputs else None),
+         lambda: fence(probes_text(probe_outputs, CAPS["probes"]), "target", "probes") if probe_outputs else None),
     ])
 
 
@@ -247,6 +297,7 @@ def reflector_sections(catalog, rule_id: str, profile_id: str, item, attempt) ->
         ("attempt", "The failed attempt's tasks",
          lambda: cap(_yaml(attempt.tasks) if attempt.tasks and not isinstance(attempt.tasks, str) else str(attempt.tasks or "(none)"),
                      CAPS["attempt"])),
+        ("reasoning", "Why the Worker wrote them, and what its probes showed", lambda: reasoning_text(attempt)),
         ("result", "What happened when it ran", lambda: report_text(attempt)),
         ("evidence", "OVAL evidence after the attempt", lambda: evidence_text(attempt.evidence)),
         ("history", "Earlier attempts",

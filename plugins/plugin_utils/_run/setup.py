@@ -149,6 +149,7 @@ def _agents(session, opts, skill, remote_user, check_mode, events) -> tuple[t.An
     ``allow_remote``), else (None, None). Raises LoopError(``llm_remote``, ``prompts``)."""
     from ansible_collections.scapforge.remediation.plugins.plugin_utils import agents as agents_mod
     from ansible_collections.scapforge.remediation.plugins.plugin_utils import llm as llm_mod
+    from ansible_collections.scapforge.remediation.plugins.plugin_utils import host_environment
     from ansible_collections.scapforge.remediation.plugins.plugin_utils.transcript import Transcript
 
     config = opts.llm
@@ -166,7 +167,8 @@ def _agents(session, opts, skill, remote_user, check_mode, events) -> tuple[t.An
         "host": {"os": "%s %s" % (facts.get("distribution", "?"), facts.get("distribution_version", "")),
                  "virtualization": "%s %s" % (facts.get("virtualization_role", ""),
                                               facts.get("virtualization_type", "")),
-                 "user": remote_user or "?", "become": session.become_method or "none"},
+                 "user": remote_user or "?", "become": session.become_method or "none",
+                 "environment": host_environment.describe(host_environment.read(session))},
     }
     ledger = agents_mod.TokenLedger(opts.run_dir, opts.run_tokens)
     return agents_mod.Agents(llm_mod.LLMClient(config), opts.prompts, events, ledger, base,

@@ -34,7 +34,7 @@ def test_a_fresh_attempt_and_work_item_hold_nothing():
     assert dataclasses.asdict(A.Attempt(1, A.VENDOR)) == {
         "number": 1, "source": "vendor", "tasks": [], "rationale": "", "gate": None, "report": None,
         "checkpoint": None, "restore": None, "health": None, "result": None, "evidence": None, "reflection": None,
-        "probes": [], "tokens": 0, "seconds": 0.0, "plan": "", "verdict": "", "reason": "", "rolled_back": None,
+        "probes": [], "probe_results": [], "tokens": 0, "seconds": 0.0, "plan": "", "verdict": "", "reason": "", "rolled_back": None,
         "detail": "", "origin": "", "side_effects": [], "gate_refusals": [], "warnings": []}
     item = A.WorkItem(RULE)
     assert dataclasses.asdict(item) == {

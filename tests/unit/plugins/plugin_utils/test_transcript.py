@@ -3,10 +3,12 @@ one JSON file per call, the request as sent (redacted), the answer, the usage.""
 
 import json
 
+import pytest
+
 from llm_server import Raw, ScriptedLLM
 
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.agents import Agents, TokenLedger
-from ansible_collections.scapforge.remediation.plugins.plugin_utils.llm import LLMClient, LLMConfig
+from ansible_collections.scapforge.remediation.plugins.plugin_utils.llm import LLMClient, LLMConfig, LLMError
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.transcript import Transcript, load
 
 SECRET = "hunter2-" + "Zq9xK7"
@@ -34,17 +36,20 @@ def test_each_call_is_one_file_with_the_request_as_sent(tmp_path):
     with ScriptedLLM() as llm:
         llm.script("You are the Architect", PLAN)
         llm.script("You are the Worker", TASKS)
-        llm.script("You are the Worker", Raw(200, "not json"))
+        llm.script("You are the Worker", Raw(200, "not json"), times=None)  # the client sends it again
         client = LLMClient(LLMConfig(base_url=llm.url, model="scripted", max_retries=0))
         agents = Agents(client, Prompts(), Events(), TokenLedger(str(tmp_path)), {},
                         transcript=Transcript(str(tmp_path), "lab6"))
-        for agent in ("architect", "worker", "worker"):
+        for agent in ("architect", "worker"):
             agents.ask(agent, "rule_a", 1, [], variables={"rule": "rule_a"})
+        with pytest.raises(LLMError) as junk_raised:  # bodies that are no chat completion: a transport failure
+            agents.ask("worker", "rule_a", 1, [], variables={"rule": "rule_a"})
+        assert junk_raised.value.kind == "bad_response"
         sent = list(llm.requests)
     names = sorted(p.name for p in (tmp_path / "llm").glob("*.json"))
     assert names == ["0001-architect-rule_a.json", "0002-worker-rule_a.json", "0003-worker-rule_a.json"]
     calls = load(str(tmp_path / "llm"))
-    assert len(calls) == len(sent) == 3
+    assert len(calls) == 3 and len(sent) == 2 + 3  # the junk call was sent three times, recorded once
     first, second, junk = calls
     assert {"agent", "rule", "request", "answer", "usage"} <= set(first)
     assert (first["agent"], first["rule"], first["host"], first["attempt"]) == ("architect", "rule_a", "lab6", 1)

@@ -343,3 +343,52 @@ def test_a_transport_failure_marks_the_endpoint_down_and_leaves_no_attempt(catal
     assert [a.verdict for a in item.attempts] == ["failed"]  # the cut-off Worker attempt is not counted
     assert phase.llm_down.startswith("the LLM endpoint is marked down for the rest of this host's run")
     assert "3 times in a row" in phase.llm_down
+
+
+class SeeingAgents(FakeAgents):
+    """FakeAgents that keep the sections of each call."""
+
+    def __init__(self, script):
+        super().__init__(script)
+        self.sections = []
+
+    def ask(self, agent, rule, attempt, sections, skipped=(), variables=None):
+        self.sections.append((agent, {s.name: s.text for s in sections}))
+        return super().ask(agent, rule, attempt, sections, skipped, variables)
+
+
+def test_tasks_that_game_the_check_are_refused_and_the_worker_is_told_why(catalog, tmp_path):
+    """Issue 18 item 8: a masked unit for a rule that wants the service is refused before the
+    host sees it, the next Worker call reads the reason, the rule is never remediated."""
+    masked = [{"name": "Quiet aide", "ansible.builtin.systemd": {"name": "dailyaidecheck.timer", "masked": True}}]
+    loop = FakeLoop(catalog, tmp_path)
+    agents = SeeingAgents({
+        "architect_plan": [{"verdict": "PLAN", "plan": "p"}],
+        "worker": [{"tasks": masked, "rationale": "r"}, {"tasks": masked, "rationale": "r"}],
+        "reflector": [REFLECTION, REFLECTION],
+    })
+    item = vendor_failed()
+    _phase(loop, agents, A.Budget(attempts=2)).run(item)
+    assert [a.verdict for a in item.attempts] == ["failed", "refused", "refused"]
+    assert item.attempts[1].gate.startswith("refused by the review: these tasks would make the check pass without "
+                                            "fixing what the rule protects: task 1 'Quiet aide': masks dailyaidecheck.timer")
+    assert loop.rollbacks == [] and loop.finished[RULE][0] == "attempt_budget"
+    second_worker = [s for agent, s in agents.sections if agent == "worker"][1]
+    assert "refused by the review" in second_worker["history"]
+    review = [e["data"] for e in read_events(str(tmp_path / "events.jsonl")) if e["event"] == "review"]
+    assert [[f["code"] for f in r["findings"]] for r in review] == [["masks_unit"], ["masks_unit"]]
+
+
+def test_the_worker_is_told_the_environment_limits_other_rules_ended_on(catalog, tmp_path):
+    """Issue 18 item 5: the environment reasons seen so far this run reach the Worker's variables."""
+    from ansible_collections.scapforge.remediation.plugins.plugin_utils import outcomes
+
+    loop = FakeLoop(catalog, tmp_path)
+    loop.outcomes = {"a": outcomes.RuleOutcome.of("a", "environment:no_sys_time"),
+                     "b": outcomes.RuleOutcome.of("b", "verified"),
+                     "c": outcomes.RuleOutcome.of("c", "environment:no_audit_netlink"),
+                     "d": outcomes.RuleOutcome.of("d", "environment:no_sys_time")}
+    agents = FakeAgents({"architect_plan": [{"verdict": "PLAN", "plan": "p"}], "worker": [{"tasks": GOOD}]})
+    _phase(loop, agents, A.Budget(attempts=1)).run(vendor_failed())
+    worker = [v for call, v in zip(agents.calls, agents.variables) if call == "worker"][0]
+    assert worker["seen_environment"] == ["environment:no_audit_netlink", "environment:no_sys_time"]

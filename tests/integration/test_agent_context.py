@@ -1,0 +1,88 @@
+"""What the Worker is told, and what it may not do, on a real lab host with the scripted
+server (issue 18 items 2, 5 and 8).
+
+set_password_hashing_algorithm_logindefs (no content fix): attempt 1 probes login.defs, then
+writes a hashing method the profile does not accept (ineffective, rolled back); the second
+Worker call must read the first probe's result and the first attempt's rationale and task
+results in its history, and the host's environment (the lab host is a systemd-nspawn
+container). service_chronyd_or_ntpd_enabled: the Worker masks chrony; the review refuses it
+before the host sees it, the next call reads why, and the rule is not reported remediated.
+"""
+
+from __future__ import annotations
+
+import pytest
+from llm_server import ScriptedLLM
+from test_agents import PLAN_MARK, agent, events_of, own_oscap, run_job, verdicts
+
+HASHING, CHRONY = "set_password_hashing_algorithm_logindefs", "service_chronyd_or_ntpd_enabled"
+RATIONALE_1 = "the probe shows the current ENCRYPT_METHOD; MD5 is a start"
+MASK = {"tasks": [{"name": "Quiet chrony", "ansible.builtin.systemd": {"name": "chrony.service", "masked": True}}],
+        "rationale": "a masked unit cannot fail the check"}
+DECLINE = {"cannot_fix": {"reason": "environment",
+                          "evidence": "chronyd needs CAP_SYS_TIME, which this container lacks"}}
+
+
+@pytest.fixture(scope="module")
+def context_run(lab, lab_host, lab_inventory, tmp_path_factory, remediate):
+    host = lab.reset([lab_host.name])[0]
+    with ScriptedLLM() as llm:
+        llm.script(agent("Architect", HASHING, PLAN_MARK), {"verdict": "PLAN", "plan": "Set ENCRYPT_METHOD in login.defs."})
+        llm.script(agent("Architect", CHRONY, PLAN_MARK), {"verdict": "PLAN", "plan": "Enable chronyd."})
+        llm.script(agent("Reflector", HASHING), {"diagnosis": "MD5 is not the profile's method", "lesson": None})
+        llm.script(agent("Reflector", CHRONY), {"diagnosis": "masking was refused", "lesson": None})
+        llm.script(agent("Worker", HASHING), {"probes": [{"command": ["grep", "-n", "ENCRYPT_METHOD", "/etc/login.defs"]}],
+                                              "rationale": "see the current ENCRYPT_METHOD"})
+        llm.script(agent("Worker", HASHING), {"tasks": [{"name": "Hash with MD5", "ansible.builtin.lineinfile": {
+            "path": "/etc/login.defs", "regexp": "^\\s*ENCRYPT_METHOD\\s", "line": "ENCRYPT_METHOD MD5"}}],
+            "rationale": RATIONALE_1})
+        llm.script(agent("Worker", HASHING), {"tasks": [{"name": "Hash with yescrypt", "ansible.builtin.lineinfile": {
+            "path": "/etc/login.defs", "regexp": "^\\s*ENCRYPT_METHOD\\s", "line": "ENCRYPT_METHOD YESCRYPT"}}],
+            "rationale": "the profile wants YESCRYPT"})
+        llm.script(agent("Worker", CHRONY), MASK)
+        llm.script(agent("Worker", CHRONY), DECLINE)
+        runs = tmp_path_factory.mktemp("runs")
+        report = run_job(remediate, lab_inventory, host, runs, llm, [HASHING, CHRONY], scapforge_llm_max_attempts=2)
+        workers = {rule: [b["messages"][1]["content"] for b in llm.requests if agent("Worker", rule)(b)]
+                   for rule in (HASHING, CHRONY)}
+        unused = llm.unused_scripts
+    masked = host.ssh("systemctl is-enabled chrony.service 2>&1; true").stdout.strip()
+    return {"host": host, "report": report, "runs": runs, "workers": workers, "unused": unused, "masked": masked,
+            "after": own_oscap(host, [HASHING])}
+
+
+def test_the_second_attempt_reads_the_first_probes_result_and_rationale(context_run):
+    outcome = context_run["report"]["rules"][HASHING]
+    assert verdicts(outcome) == [("worker", "ineffective"), ("worker", "passed")], outcome
+    asked = context_run["workers"][HASHING]
+    assert len(asked) == 3  # the probe round, attempt 1's tasks, attempt 2
+    history = asked[2][asked[2].index('<data source="target" name="history">'):].split("</data>")[0]
+    assert "probe command grep -n ENCRYPT_METHOD /etc/login.defs" in history
+    assert "ENCRYPT_METHOD SHA512" in history  # what the probe read on the host: Debian's default
+    assert "The Worker's rationale: %s" % RATIONALE_1 in history
+    assert "- Hash with MD5 (ansible.builtin.lineinfile) changed" in history
+    assert "Reflection: MD5 is not the profile's method" in history
+    assert history.count("Attempt ") == 1  # the attempt in progress is not listed
+    assert context_run["after"] == {HASHING: "pass"}
+    assert context_run["unused"] == []
+
+
+def test_the_worker_is_told_what_the_container_is_and_cannot_do(context_run):
+    first = context_run["workers"][HASHING][0]
+    line = next(x for x in first.splitlines() if x.startswith("Environment: "))
+    assert line.startswith("Environment: a systemd-nspawn guest, init is systemd")
+    assert "read-only: " in line and "/proc/sys" in line
+
+
+def test_a_masked_unit_is_refused_by_the_review_and_the_rule_is_not_remediated(context_run):
+    outcome = context_run["report"]["rules"][CHRONY]
+    assert verdicts(outcome) == [("worker", "refused"), ("worker", "cannot_fix")], outcome
+    assert outcome["outcome"] != "remediated" and outcome["reason"].startswith("environment:")
+    refused = outcome["attempt_log"][0]
+    assert refused["detail"].startswith("refused by the review: these tasks would make the check pass without fixing")
+    assert "masks chrony.service" in refused["detail"] and refused["modules"] == []
+    second = context_run["workers"][CHRONY][1]
+    assert "refused by the review" in second and "masks chrony.service" in second
+    reviews = [e["data"] for e in events_of(context_run["runs"]) if e["event"] == "review"]
+    assert [[f["code"] for f in r["findings"]] for r in reviews] == [["masks_unit"]]
+    assert context_run["masked"] != "masked"  # nothing ran
