@@ -109,8 +109,8 @@ def task_findings(rule_short_id: str, fqcn: str, args: dict, patterns: t.Sequenc
         out.append((EMPTIES, "writes %s empty: a check that parses it finds nothing to fail on, and the setting is "
                              "gone; write the setting the rule asks for" % path))
     if fqcn in ("ansible.builtin.lineinfile", "ansible.builtin.blockinfile") and str(args.get("state", "present")) == "present":
-        line = args.get("line") if fqcn == "ansible.builtin.lineinfile" else args.get("block")
-        matched = _matched_by(line, patterns) if isinstance(line, str) and _only_comments(line) else None
+        line = str(args.get("line" if fqcn == "ansible.builtin.lineinfile" else "block") or "")
+        matched = _matched_by(line, patterns) if _only_comments(line) else None
         if matched:
             out.append((COMMENT_ONLY, "writes only a comment to %s (%r), which the check's pattern %r matches: it "
                                       "changes nothing the service reads" % (path, line.strip()[:80], matched[:80])))
