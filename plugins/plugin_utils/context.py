@@ -144,6 +144,8 @@ def _task_results(attempt, msg_limit: int = 200) -> list[str]:
         flags = [k for k in ("changed", "failed", "skipped", "ignored", "check_mode") if res.get(k)]
         lines.append("- %s (%s) %s%s" % (res.get("name"), res.get("module"), ",".join(flags) or "ok",
                                          (": " + cap(res["msg"], msg_limit)) if res.get("msg") else ""))
+        if res.get("journal"):
+            lines.append("  the unit's journal, last lines:\n%s" % cap(str(res["journal"]), 800))
     return lines
 
 

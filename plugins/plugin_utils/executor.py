@@ -27,6 +27,7 @@ import copy
 import dataclasses
 import difflib
 import json
+import shlex
 import time
 import typing as t
 
@@ -51,6 +52,11 @@ _STRIPPED_KEYWORDS = ('tags', 'become')
 LOOP_ACTIONS = frozenset({'ansible.builtin.reboot', 'ansible.builtin.fetch'})
 #: the most characters of one task's diff kept in a report (a rewritten large file says so).
 DIFF_LIMIT = 20000
+#: the failed service task's unit journal, its last lines (read-only; no pager, no colour).
+JOURNAL_TAIL = 'journalctl -u %s -n 20 --no-pager -o short-monotonic 2>&1 | tail -c 2000'
+JOURNAL_LIMIT = 1500
+SERVICE_MODULES = frozenset({'ansible.builtin.systemd', 'ansible.builtin.systemd_service', 'ansible.builtin.service',
+                             'ansible.builtin.sysvinit'})
 
 
 #: modules whose change can install, remove or upgrade packages: after one of them changed
@@ -131,7 +137,8 @@ class ExecutionReport:
     task_results: one dict per task reached, in order: name, module (FQCN), changed,
       failed, skipped, ignored (failed but ignore_errors), check_mode (ran as a check:
       its changed is what it would change, and does not count in ``changed``), msg (trimmed),
-      seconds (wall time of the task, its loop included, without the ``before_change`` hook's).
+      seconds (wall time of the task, its loop included, without the ``before_change`` hook's);
+      a failed service task's entry also has ``journal``, the last lines of its unit's journal.
     results: the raw results of the tasks reached (internal keys stripped), only when the run
       asked for them (``keep_results``; read-only probes need what the module returned).
     diffs: with the executor's ``diff`` on, one dict per task that changed the host and whose
@@ -439,6 +446,10 @@ class TaskListExecutor:
         report.task_results.append(dict(
             name=str(name), module=fqcn, changed=bool(result.get('changed')), failed=failed, skipped=skipped,
             ignored=ignored, check_mode=check_mode, msg=_trim(msg), seconds=round(seconds, 3)))
+        if failed and not ignored and not result.get('unreachable'):
+            journal = self._journal_tail(fqcn, task)
+            if journal:
+                report.task_results[-1]['journal'] = journal
         text = ''
         if self._diff and result.get('changed') and not check_mode:
             found = [result.get('diff')] + [r.get('diff') for r in result.get('results') or []
@@ -456,6 +467,18 @@ class TaskListExecutor:
             report.unreachable = bool(result.get('unreachable'))
             return False
         return True
+
+    def _journal_tail(self, fqcn: str, task: Task) -> str:
+        """The last lines of a failed service task's unit journal (systemd's own message says
+        only "see journalctl"); "" for any other task or when it cannot be read."""
+        unit = task.args.get('name') if fqcn in SERVICE_MODULES and isinstance(task.args, dict) else None
+        if not isinstance(unit, str) or not unit or task_gate.contains_jinja(unit):
+            return ''
+        try:
+            result = self._session.run_command(JOURNAL_TAIL % shlex.quote(unit))
+        except AnsibleError:
+            return ''
+        return redact(str(result.get('stdout') or '').strip()[-JOURNAL_LIMIT:])[0]
 
     def _ledger_changes(self, report: ExecutionReport, name: str, fqcn: str, diff: str) -> None:
         """Move the task's changes (its executions') into the report, file entries with the task's diff."""

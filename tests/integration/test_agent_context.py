@@ -7,15 +7,23 @@ Worker call must read the first probe's result and the first attempt's rationale
 results in its history, and the host's environment (the lab host is a systemd-nspawn
 container). service_chronyd_or_ntpd_enabled: the Worker masks chrony; the review refuses it
 before the host sees it, the next call reads why, and the rule is not reported remediated.
+accounts_password_set_max_life_root: the Worker starts a unit that fails (set up by the test);
+the Reflector reads the unit's journal, not only systemd's "see journalctl" (item 4).
 """
 
 from __future__ import annotations
+
+import shlex
 
 import pytest
 from llm_server import ScriptedLLM
 from test_agents import PLAN_MARK, agent, events_of, own_oscap, run_job, verdicts
 
 HASHING, CHRONY = "set_password_hashing_algorithm_logindefs", "service_chronyd_or_ntpd_enabled"
+MAX_LIFE = "accounts_password_set_max_life_root"
+UNIT = "scapforge-fails.service"
+MARKER = "scapforge-journal-marker: the daemon cannot start here"
+FAILING_UNIT = "[Unit]\nDescription=fails on start\n[Service]\nType=oneshot\nExecStart=/bin/sh -c 'echo %s; exit 3'\n" % MARKER
 RATIONALE_1 = "the probe shows the current ENCRYPT_METHOD; MD5 is a start"
 MASK = {"tasks": [{"name": "Quiet chrony", "ansible.builtin.systemd": {"name": "chrony.service", "masked": True}}],
         "rationale": "a masked unit cannot fail the check"}
@@ -26,6 +34,8 @@ DECLINE = {"cannot_fix": {"reason": "environment",
 @pytest.fixture(scope="module")
 def context_run(lab, lab_host, lab_inventory, tmp_path_factory, remediate):
     host = lab.reset([lab_host.name])[0]
+    host.ssh("printf %s | sudo tee /etc/systemd/system/%s >/dev/null && sudo systemctl daemon-reload"
+             % (shlex.quote(FAILING_UNIT), UNIT))
     with ScriptedLLM() as llm:
         llm.script(agent("Architect", HASHING, PLAN_MARK), {"verdict": "PLAN", "plan": "Set ENCRYPT_METHOD in login.defs."})
         llm.script(agent("Architect", CHRONY, PLAN_MARK), {"verdict": "PLAN", "plan": "Enable chronyd."})
@@ -39,15 +49,23 @@ def context_run(lab, lab_host, lab_inventory, tmp_path_factory, remediate):
         llm.script(agent("Worker", HASHING), {"tasks": [{"name": "Hash with yescrypt", "ansible.builtin.lineinfile": {
             "path": "/etc/login.defs", "regexp": "^\\s*ENCRYPT_METHOD\\s", "line": "ENCRYPT_METHOD YESCRYPT"}}],
             "rationale": "the profile wants YESCRYPT"})
+        llm.script(agent("Architect", MAX_LIFE, PLAN_MARK), {"verdict": "PLAN", "plan": "p"})
+        llm.script(agent("Worker", MAX_LIFE), {"tasks": [{"name": "Start the helper", "ansible.builtin.systemd": {
+            "name": UNIT, "state": "started"}}], "rationale": "r"})
+        llm.script(agent("Reflector", MAX_LIFE), {"diagnosis": "the unit fails", "lesson": None})
+        llm.script(agent("Worker", MAX_LIFE), {"cannot_fix": {"reason": "needs_human", "evidence": "e"}})
         llm.script(agent("Worker", CHRONY), MASK)
         llm.script(agent("Worker", CHRONY), DECLINE)
         runs = tmp_path_factory.mktemp("runs")
-        report = run_job(remediate, lab_inventory, host, runs, llm, [HASHING, CHRONY], scapforge_llm_max_attempts=2)
+        report = run_job(remediate, lab_inventory, host, runs, llm, [HASHING, CHRONY, MAX_LIFE],
+                         scapforge_llm_max_attempts=2)
         workers = {rule: [b["messages"][1]["content"] for b in llm.requests if agent("Worker", rule)(b)]
                    for rule in (HASHING, CHRONY)}
+        reflector = [b["messages"][1]["content"] for b in llm.requests if agent("Reflector", MAX_LIFE)(b)]
         unused = llm.unused_scripts
     masked = host.ssh("systemctl is-enabled chrony.service 2>&1; true").stdout.strip()
     return {"host": host, "report": report, "runs": runs, "workers": workers, "unused": unused, "masked": masked,
+            "reflector": reflector,
             "after": own_oscap(host, [HASHING])}
 
 
@@ -86,3 +104,13 @@ def test_a_masked_unit_is_refused_by_the_review_and_the_rule_is_not_remediated(c
     reviews = [e["data"] for e in events_of(context_run["runs"]) if e["event"] == "review"]
     assert [[f["code"] for f in r["findings"]] for r in reviews] == [["masks_unit"]]
     assert context_run["masked"] != "masked"  # nothing ran
+
+
+def test_the_reflector_reads_the_failed_units_journal(context_run):
+    outcome = context_run["report"]["rules"][MAX_LIFE]
+    assert verdicts(outcome)[0] == ("worker", "failed"), outcome
+    assert len(context_run["reflector"]) == 1
+    asked = context_run["reflector"][0]
+    result = asked[asked.index('<data source="target" name="execution">'):].split("</data>")[0]
+    assert "- Start the helper (ansible.builtin.systemd) failed" in result
+    assert "the unit's journal, last lines:" in result and MARKER in result

@@ -81,3 +81,24 @@ def test_the_newest_probe_is_kept_whole_and_older_ones_give_way():
     assert many[3] not in text and "probe 3:" in text  # cut to the room left
     assert text.startswith("[3 earlier probe(s) not shown]")
     assert context.probes_text([find], 4000) == find
+
+
+def test_a_failed_service_tasks_journal_reaches_the_reflector(catalog):
+    """Issue 18 item 4: systemd's own message says only "see journalctl"; the unit's journal
+    tail the executor read for the failed task is in what the Reflector reads, and in the history."""
+    item = A.WorkItem(RULE)
+    first = item.new_attempt(A.WORKER)
+    first.tasks = [{"name": "Start auditd", "ansible.builtin.systemd": {"name": "auditd", "state": "started"}}]
+    first.report = {"ok": False, "failed_task": "Start auditd",
+                    "error": "Unable to start service auditd: Job for auditd.service failed. See journalctl -xeu",
+                    "task_results": [{"name": "Start auditd", "module": "ansible.builtin.systemd", "failed": True,
+                                      "msg": "Unable to start service auditd",
+                                      "journal": "auditd[81]: Error - audit support not in kernel"}]}
+    first.verdict, first.reason = A.FAILED, "fix_failed"
+    sections, _skipped = context.reflector_sections(catalog, RULE, PROFILE, item, first)
+    result = next(s.text for s in sections if s.name == "result")
+    assert "- Start auditd (ansible.builtin.systemd) failed: Unable to start service auditd" in result
+    assert "the unit's journal, last lines:\nauditd[81]: Error - audit support not in kernel" in result
+    item.new_attempt(A.WORKER)
+    history = context.history_text(item)
+    assert "audit support not in kernel" in history
