@@ -59,7 +59,7 @@ def describe(facts: dict) -> str:
         parts.append("not virtualized" if virt == "none" else "a %s guest" % virt)
     if facts.get("init"):
         parts.append("init is %s" % facts["init"])
-    whats = {name: what for name, what in CAPABILITIES.values()}
+    whats = dict(CAPABILITIES.values())
     lacks = [n for n in facts.get("lacks") or [] if n in whats]
     if lacks:
         parts.append("it lacks %s" % "; ".join("%s, so it %s" % (n, whats[n]) for n in lacks))

@@ -364,7 +364,7 @@ class LLMClient:
         body that is not one (not JSON, or not a chat completion), ``BAD_BODY_TRIES`` times in
         all; then LLMError ``bad_response`` with ``transport`` set. openai errors pass through."""
         why = ""
-        for _ in range(BAD_BODY_TRIES):
+        for _try in range(BAD_BODY_TRIES):
             try:
                 response = self._client.chat.completions.create(**request)
             except ValueError as exc:  # a JSON content type with a body that is not JSON

@@ -67,7 +67,7 @@ def load(folder: str) -> list[dict]:
     names = sorted((int(m.group(1)), name) for name in os.listdir(folder)
                    if name.endswith(".json") and (m := _NAME.match(name)))
     calls = []
-    for _, name in names:
+    for _number, name in names:
         with open(os.path.join(folder, name), encoding="utf-8") as handle:
             calls.append(json.load(handle))
     return calls

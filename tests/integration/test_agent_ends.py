@@ -66,6 +66,7 @@ def test_a_plan_time_escalation_asks_no_worker(ends):
     assert ends["unused"] == []
     assert not [e for e in ends["store"]["evidence"] if e.get("rule") in (FAILLOCK, RSYSLOG)]  # nothing learnt
 
+
 def test_a_worker_cannot_fix_ends_with_the_environment_and_teaches_no_failure(ends):
     outcome = ends["declined"]["rules"][CHRONY]
     assert (outcome["outcome"], outcome["reason"]) == ("escalated", "environment:no_sys_time")

@@ -25,8 +25,8 @@ KEYS = {"agent", "rule", "request", "answer", "usage"}
 
 
 def planted_secrets() -> dict:
-    hashed = "$6$" + secrets.token_hex(8) + "$" + "".join(secrets.choice("abcdefghijkLMNOP0123456789./")
-                                                         for _ in range(86))
+    alphabet = "abcdefghijkLMNOP0123456789./"
+    hashed = "$6$" + secrets.token_hex(8) + "$" + "".join(secrets.choice(alphabet) for _char in range(86))
     return {"password": "pw-" + secrets.token_hex(10), "hash": hashed,
             "token": "sk-" + "proj-" + secrets.token_urlsafe(24).replace("-", "x").replace("_", "y")}
 

@@ -30,8 +30,8 @@ def _failed_first_attempt(item):
     first.probes = ["command auditctl -s"]
     first.probe_results = [NETLINK]
     first.rationale = "make the audit rules immutable with -e 2 in a rules.d file"
-    first.tasks = [{"name": "Immutable", "ansible.builtin.copy": {"dest": "/etc/audit/rules.d/99-finalize.rules",
-                                                                   "content": "-e 2\n"}}]
+    copy = {"dest": "/etc/audit/rules.d/99-finalize.rules", "content": "-e 2\n"}
+    first.tasks = [{"name": "Immutable", "ansible.builtin.copy": copy}]
     first.report = {"task_results": [{"name": "Immutable", "module": "ansible.builtin.copy", "changed": True}]}
     first.verdict, first.reason, first.detail = A.INEFFECTIVE, "fix_ineffective", "oscap result after the fix: fail"
     first.reflection = {"diagnosis": "augenrules never ran: no audit netlink in this container", "lesson": None}

@@ -150,7 +150,7 @@ def test_secrets_never_survive_next_to_identifiers(pieces, secret, where, glue):
     out, n = redact(glue.join(words))
     assert part not in out
     assert n >= 1
-    for _, ident, _ in pieces:
+    for _before, ident, _after in pieces:
         assert ident in out
 
 
