@@ -3,26 +3,12 @@ earlier attempts' probes with what they showed, each attempt's tasks, rationale,
 did and the diagnosis; the Reflector sees the Worker's rationale and probe results; the
 attempt in progress is not listed as an empty attempt (item 9)."""
 
-import os
-from pathlib import Path
-
-import pytest
-
 from ansible_collections.scapforge.remediation.plugins.plugin_utils import attempts as A
 from ansible_collections.scapforge.remediation.plugins.plugin_utils import context
-from ansible_collections.scapforge.remediation.plugins.plugin_utils.catalog import Catalog
 
 PROFILE = "xccdf_org.ssgproject.content_profile_anssi_bp28_high"
 RULE = "xccdf_org.ssgproject.content_rule_audit_rules_immutable"
 NETLINK = "probe command auditctl -s:\nrc 1\nstderr: Cannot open netlink audit socket"
-
-
-@pytest.fixture(scope="module")
-def catalog():
-    path = Path(os.environ.get("SCAPFORGE_LAB_HOME", "/var/lib/scapforge-lab")) / "content" / "ssg-debian12-ds.xml"
-    if not path.is_file():
-        pytest.fail("%s missing: run `make lab-build`" % path)
-    return Catalog.from_path(path)
 
 
 def _failed_first_attempt(item):

@@ -1,13 +1,11 @@
 """The agents' context sections (caps, fences, failure isolation) and the skills' prompts."""
 
 import os
-from pathlib import Path
 
 import pytest
 
 from ansible_collections.scapforge.remediation.plugins.plugin_utils import attempts as A
 from ansible_collections.scapforge.remediation.plugins.plugin_utils import context, prompts, skills
-from ansible_collections.scapforge.remediation.plugins.plugin_utils.catalog import Catalog
 
 
 PROFILE = "xccdf_org.ssgproject.content_profile_anssi_bp28_high"
@@ -19,14 +17,6 @@ BASE = {
     "plan": "", "attempt": 2, "limits": {"probes_left": 6, "attempts_left": 4}, "banned": [], "preferred": [],
     "mode": "plan", "verdict": "failed", "reason": "fix_failed",
 }
-
-
-@pytest.fixture(scope="module")
-def catalog():
-    path = Path(os.environ.get("SCAPFORGE_LAB_HOME", "/var/lib/scapforge-lab")) / "content" / "ssg-debian12-ds.xml"
-    if not path.is_file():
-        pytest.fail("%s missing: run `make lab-build`" % path)
-    return Catalog.from_path(path)
 
 
 def test_fence_defuses_a_closing_tag_and_control_characters():

@@ -4,16 +4,12 @@ The real thing runs in tests/integration/test_agents.py on a lab host with a scr
 OpenAI-compatible server; here the order of steps and the decisions are checked alone.
 """
 
-import os
-from pathlib import Path
-
 import pytest
 
 from ansible_collections.scapforge.remediation.plugins.plugin_utils import answers, skills
 from ansible_collections.scapforge.remediation.plugins.plugin_utils import attempts as A
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.agent_loop import WorkerPhase
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.agents import Reply
-from ansible_collections.scapforge.remediation.plugins.plugin_utils.catalog import Catalog
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.events import EventLog, read_events
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.host_setup import ParentWatch
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.llm import LLMError
@@ -24,14 +20,6 @@ INVENTED = [{"ansible.builtin.aide_rule": {"name": "OwnerMode", "add": "acl"}}]
 PIPEFAIL = [{"ansible.builtin.shell": "set -o pipefail && grep OwnerMode /etc/aide/aide.conf | head -1"}]
 GOOD = [{"ansible.builtin.replace": {"path": "/etc/aide/aide.conf", "regexp": "^(OwnerMode\\s*=\\s*)(.*)$",
                                      "replace": "\\1\\2+acl"}}]
-
-
-@pytest.fixture(scope="module")
-def catalog():
-    path = Path(os.environ.get("SCAPFORGE_LAB_HOME", "/var/lib/scapforge-lab")) / "content" / "ssg-debian12-ds.xml"
-    if not path.is_file():
-        pytest.fail("%s missing: run `make lab-build`" % path)
-    return Catalog.from_path(path)
 
 
 def _phase(loop, agents, budget):
