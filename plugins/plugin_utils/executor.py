@@ -252,6 +252,19 @@ def _result_message(result: dict) -> str:
     return ': '.join(parts)
 
 
+def journal_tail(session, fqcn: str, task: Task) -> str:
+    """The last lines of a failed service task's unit journal (systemd's own message says
+    only "see journalctl"); "" for any other task or when it cannot be read."""
+    unit = task.args.get('name') if fqcn in SERVICE_MODULES and isinstance(task.args, dict) else None
+    if not isinstance(unit, str) or not unit or task_gate.contains_jinja(unit):
+        return ''
+    try:
+        result = session.run_command(JOURNAL_TAIL % shlex.quote(unit))
+    except AnsibleError:
+        return ''
+    return redact(str(result.get('stdout') or '').strip()[-JOURNAL_LIMIT:])[0]
+
+
 class TaskListExecutor:
     """Run task lists on the host of a running action plugin, with Ansible's own machinery.
 
@@ -443,13 +456,11 @@ class TaskListExecutor:
         msg = _result_message(result) if (failed or skipped) else str(result.get('msg') or '')
         if self._keep_results:
             report.results.append(strip_internal_keys(copy.deepcopy(result)))
+        journal = journal_tail(self._session, fqcn, task) if failed and not ignored and not result.get('unreachable') else ''
         report.task_results.append(dict(
             name=str(name), module=fqcn, changed=bool(result.get('changed')), failed=failed, skipped=skipped,
-            ignored=ignored, check_mode=check_mode, msg=_trim(msg), seconds=round(seconds, 3)))
-        if failed and not ignored and not result.get('unreachable'):
-            journal = self._journal_tail(fqcn, task)
-            if journal:
-                report.task_results[-1]['journal'] = journal
+            ignored=ignored, check_mode=check_mode, msg=_trim(msg), seconds=round(seconds, 3),
+            **({'journal': journal} if journal else {})))
         text = ''
         if self._diff and result.get('changed') and not check_mode:
             found = [result.get('diff')] + [r.get('diff') for r in result.get('results') or []
@@ -467,18 +478,6 @@ class TaskListExecutor:
             report.unreachable = bool(result.get('unreachable'))
             return False
         return True
-
-    def _journal_tail(self, fqcn: str, task: Task) -> str:
-        """The last lines of a failed service task's unit journal (systemd's own message says
-        only "see journalctl"); "" for any other task or when it cannot be read."""
-        unit = task.args.get('name') if fqcn in SERVICE_MODULES and isinstance(task.args, dict) else None
-        if not isinstance(unit, str) or not unit or task_gate.contains_jinja(unit):
-            return ''
-        try:
-            result = self._session.run_command(JOURNAL_TAIL % shlex.quote(unit))
-        except AnsibleError:
-            return ''
-        return redact(str(result.get('stdout') or '').strip()[-JOURNAL_LIMIT:])[0]
 
     def _ledger_changes(self, report: ExecutionReport, name: str, fqcn: str, diff: str) -> None:
         """Move the task's changes (its executions') into the report, file entries with the task's diff."""
