@@ -59,9 +59,11 @@ ACCELERATE ?=
 ifneq ($(filter-out mitogen,$(ACCELERATE)),)
 $(error ACCELERATE=$(ACCELERATE): the one accelerator is mitogen)
 endif
+# the hosts `make lab` booted (lab1..labN): another running lab host (a test's) is never the demo's.
+DEMO_HOSTS = $(shell seq -s, -f 'lab%g' 1 $(LAB_HOSTS))
 demo: lab
 	$(if $(filter mitogen,$(ACCELERATE)),exports=$$($(PY) tools/accelerate.py) || exit 1; eval "$$exports";) \
-	ansible-playbook playbooks/remediate.yml -i inventory/lab.yml -e scapforge_profile=$(PROFILE); rc=$$?; \
+	ansible-playbook playbooks/remediate.yml -i inventory/lab.yml -l $(DEMO_HOSTS) -e scapforge_profile=$(PROFILE); rc=$$?; \
 	$(PY) tools/print_summary.py playbooks/scapforge-runs/latest; exit $$rc
 
 unit: lab-build venv-pkg

@@ -35,7 +35,9 @@ CODES = frozenset({INERT_UNIT, MASKS, EMPTIES, COMMENT_ONLY, OPENS_MODE, HOLDS_P
 _STOPS_A_SERVICE = re.compile(r"(_disabled|_masked|_removed)$")
 _SYSTEMD_DIRS = ("/etc/systemd/", "/run/systemd/", "/usr/lib/systemd/", "/lib/systemd/")
 _NOOP = r"(?:/usr)?/bin/(?:true|false|sleep|echo)\b|true\b|sleep\b|:\s*$"
-_EXEC_NOOP = re.compile(r"^\s*Exec(?:Start|Condition)\s*=\s*[-@:+!]*\s*(?:%s)" % _NOOP, re.M)
+_EXEC_NOOP = re.compile(r"^\s*ExecStart\s*=\s*[-@:+!]*\s*(?:%s)" % _NOOP, re.M)
+#: a condition that always fails: systemd skips the unit (one that always passes is harmless).
+_CONDITION_FALSE = re.compile(r"^\s*ExecCondition\s*=\s*[-@:+!]*\s*(?:(?:/usr)?/bin/false\b|false\b)", re.M)
 _EXEC_ANY = re.compile(r"^\s*ExecStart\s*=\s*(\S.*)$", re.M)
 _WRITE_MODULES = ("ansible.builtin.copy", "ansible.builtin.lineinfile", "ansible.builtin.blockinfile",
                   "ansible.builtin.file", "ansible.builtin.replace", "community.general.ini_file")
@@ -97,7 +99,7 @@ def task_findings(rule_short_id: str, fqcn: str, args: dict, patterns: t.Sequenc
         out.append((INERT_UNIT, "makes the unit do nothing (%s): the check reads the unit, the service no longer "
                                 "runs; configure the service itself" % path))
     if fqcn == "community.general.ini_file" and str(args.get("option")) in ("ExecStart", "ExecCondition") \
-            and re.match(_NOOP, str(args.get("value") or "").lstrip("-@:+!")):
+            and _inert("%s=%s" % (args.get("option"), args.get("value") or "")):
         out.append((INERT_UNIT, "sets %s=%s in %s: the unit would do nothing" % (args.get("option"), args.get("value"), path)))
     if fqcn in _SERVICE_MODULES and _true(args.get("masked")) and not _STOPS_A_SERVICE.search(rule_short_id):
         out.append((MASKS, "masks %s: the rule does not ask for it to be disabled, and a masked unit can never run"
@@ -166,7 +168,7 @@ def _written_text(fqcn: str, args: dict) -> str | None:
 
 def _inert(unit_text: str) -> bool:
     """The text makes ExecStart a no-op: a no-op command, or ExecStart reset with nothing after."""
-    if _EXEC_NOOP.search(unit_text):
+    if _EXEC_NOOP.search(unit_text) or _CONDITION_FALSE.search(unit_text):
         return True
     starts = [m.group(1).strip() for m in _EXEC_ANY.finditer(unit_text)]
     return bool(re.search(r"^\s*ExecStart\s*=\s*$", unit_text, re.M)) and not starts

@@ -23,6 +23,11 @@ def codes(rule, tasks):
     ("service_auditd_enabled", {"ansible.builtin.copy": {"dest": DROPIN, "content": "[Service]\nExecStart=\n"}}, [R.INERT_UNIT]),
     ("service_auditd_enabled", {"ansible.builtin.copy": {"dest": DROPIN, "content": "[Service]\nExecCondition=/bin/false\n"}},
      [R.INERT_UNIT]),
+    ("service_auditd_enabled", {"ansible.builtin.copy": {"dest": DROPIN, "content": "[Service]\nExecCondition=/bin/true\n"}},
+     []),  # a condition that always passes changes nothing
+    ("service_auditd_enabled", {"community.general.ini_file": {"path": DROPIN, "section": "Service",
+                                                               "option": "ExecCondition", "value": "/bin/false"}},
+     [R.INERT_UNIT]),
     ("service_auditd_enabled", {"ansible.builtin.copy": {"dest": DROPIN,
                                                          "content": "[Service]\nExecStart=\nExecStart=/sbin/auditd -n\n"}}, []),
     ("service_auditd_enabled", {"ansible.builtin.copy": {"dest": DROPIN, "content": "[Service]\nRestart=always\n"}}, []),
