@@ -157,9 +157,9 @@ def attempt_text(attempt, with_tasks: bool = True) -> str:
         lines.append("Plan in force: %s" % cap(attempt.plan, 300))
     if attempt.detail:
         lines.append("What happened: %s" % cap(attempt.detail, 500))
-    if getattr(attempt, "rationale", ""):
+    if attempt.rationale:
         lines.append("The Worker's rationale: %s" % cap(attempt.rationale, 300))
-    results = list(getattr(attempt, "probe_results", None) or [])
+    results = list(attempt.probe_results)
     if results:
         lines.append("Probes and what they showed:\n%s" % probes_text(results, CAPS["history_probes"], CAPS["probe"]))
     elif attempt.probes:

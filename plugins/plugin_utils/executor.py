@@ -55,8 +55,6 @@ DIFF_LIMIT = 20000
 #: the failed service task's unit journal, its last lines (read-only; no pager, no colour).
 JOURNAL_TAIL = 'journalctl -u %s -n 20 --no-pager -o short-monotonic 2>&1 | tail -c 2000'
 JOURNAL_LIMIT = 1500
-SERVICE_MODULES = frozenset({'ansible.builtin.systemd', 'ansible.builtin.systemd_service', 'ansible.builtin.service',
-                             'ansible.builtin.sysvinit'})
 
 
 #: modules whose change can install, remove or upgrade packages: after one of them changed
@@ -255,7 +253,7 @@ def _result_message(result: dict) -> str:
 def journal_tail(session, fqcn: str, task: Task) -> str:
     """The last lines of a failed service task's unit journal (systemd's own message says
     only "see journalctl"); "" for any other task or when it cannot be read."""
-    unit = task.args.get('name') if fqcn in SERVICE_MODULES and isinstance(task.args, dict) else None
+    unit = task.args.get('name') if fqcn in ledger.SERVICE_MODULES and isinstance(task.args, dict) else None
     if not isinstance(unit, str) or not unit or task_gate.contains_jinja(unit):
         return ''
     try:

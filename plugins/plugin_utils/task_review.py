@@ -20,7 +20,7 @@ import dataclasses
 import re
 import typing as t
 
-from ansible_collections.scapforge.remediation.plugins.plugin_utils import task_gate
+from ansible_collections.scapforge.remediation.plugins.plugin_utils import ledger, task_gate
 from ansible_collections.scapforge.remediation.plugins.plugin_utils._policy.routing import resolve_module
 
 INERT_UNIT = "inert_unit"          # a unit or drop-in whose ExecStart does nothing
@@ -41,7 +41,6 @@ _CONDITION_FALSE = re.compile(r"^\s*ExecCondition\s*=\s*[-@:+!]*\s*(?:(?:/usr)?/
 _EXEC_ANY = re.compile(r"^\s*ExecStart\s*=\s*(\S.*)$", re.M)
 _WRITE_MODULES = ("ansible.builtin.copy", "ansible.builtin.lineinfile", "ansible.builtin.blockinfile",
                   "ansible.builtin.file", "ansible.builtin.replace", "community.general.ini_file")
-_SERVICE_MODULES = ("ansible.builtin.systemd", "ansible.builtin.systemd_service", "ansible.builtin.service")
 _COMMANDS = ("ansible.builtin.command", "ansible.builtin.shell")
 _CMD_MASK = re.compile(r"\bsystemctl\b[^;&|]*\bmask\b")
 _CMD_HOLD = re.compile(r"\bapt-mark\s+hold\b|\bdpkg\s+--set-selections\b|\b(?:dnf|yum)\s+versionlock\b|\bhold\b.*\|\s*dpkg")
@@ -101,7 +100,7 @@ def task_findings(rule_short_id: str, fqcn: str, args: dict, patterns: t.Sequenc
     if fqcn == "community.general.ini_file" and str(args.get("option")) in ("ExecStart", "ExecCondition") \
             and _inert("%s=%s" % (args.get("option"), args.get("value") or "")):
         out.append((INERT_UNIT, "sets %s=%s in %s: the unit would do nothing" % (args.get("option"), args.get("value"), path)))
-    if fqcn in _SERVICE_MODULES and _true(args.get("masked")) and not _STOPS_A_SERVICE.search(rule_short_id):
+    if fqcn in ledger.SERVICE_MODULES and _true(args.get("masked")) and not _STOPS_A_SERVICE.search(rule_short_id):
         out.append((MASKS, "masks %s: the rule does not ask for it to be disabled, and a masked unit can never run"
                            % (args.get("name") or "a unit")))
     if fqcn == "ansible.builtin.file" and str(args.get("src") or "") == "/dev/null" and path.startswith(_SYSTEMD_DIRS) \
