@@ -358,3 +358,15 @@ def test_a_cannot_fix_attempt_ends_its_rule():
         item = A.WorkItem(RULE, plan="P", plans=["P"])
         failed(item, verdict=A.CANNOT_FIX, reason=code, detail="the Worker says ...")
         assert A.next_step(item, A.Budget(), llm=True, now=0) == A.Step("finish", code, "the Worker says ...")
+
+
+def test_a_plan_time_escalation_takes_the_environment_its_plan_names():
+    """Issue 18 item 1 (a mutant survived here): the plan text of an ESCALATE at plan time
+    decides the reason; the detail keeps 600 characters of it."""
+    named = A.plan_escalation("cannot run here: environment:read_only_proc_sys, sysctl -w is refused")
+    assert (named.kind, named.reason) == ("finish", "environment:read_only_proc_sys")
+    assert named.detail == ("the Architect escalated before any Worker attempt: cannot run here: "
+                            "environment:read_only_proc_sys, sysctl -w is refused")
+    plain = A.plan_escalation("x" * 700)
+    assert plain.reason == "architect_escalate"
+    assert plain.detail == "the Architect escalated before any Worker attempt: " + "x" * 600

@@ -131,6 +131,16 @@ def test_finish_hands_memory_the_attempts_of_the_item(run):
     assert memory.learned[0][1] == [dataclasses.asdict(attempt)]
 
 
+def test_finish_tells_memory_which_agent_declared_a_cannot_fix(run):
+    """Issue 18 item 1 (a mutant survived here): memory must know a cannot_fix is an agent's
+    word, not an observation, to never learn it as the fix's failure."""
+    state, _tmp, _display, memory = run
+    state.item(P + "service_chronyd_enabled").declared_by = "worker"
+    state.finish(P + "service_chronyd_enabled", "environment:no_sys_time", attempts=1)
+    state.finish(P + "sysctl_a", "no_effect", attempts=1)
+    assert [entry.get("declared_by") for entry, _records, _from in memory.learned] == ["worker", None]
+
+
 def test_finish_in_check_mode_writes_no_progress_and_no_memory(tmp_path):
     display = Display()
     state = RunState(Sinks(EventLog(str(tmp_path / "e.jsonl"), "h"), ConsoleProgress("h", display)), str)
