@@ -63,13 +63,14 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def run(lab, name: str, rules: list, endpoint: str, model: str, workdir: str) -> dict:
+def run(lab, name: str, rules: list, endpoint: str, model: str, workdir: str, timeout: float = 120.0) -> dict:
     lab.stop(name)
     hosts = lab.start([name])
     inventory = str(lab.write_inventory(os.path.join(workdir, "inventory.yml"), hosts))
     runs_dir = os.path.join(workdir, "runs")
     variables = {"scapforge_rules": rules, "scapforge_runs_dir": runs_dir, "scapforge_llm_base_url": endpoint,
-                 "scapforge_llm_model": model, "scapforge_memory_path": os.path.join(workdir, "memory")}
+                 "scapforge_llm_model": model, "scapforge_memory_path": os.path.join(workdir, "memory"),
+                 "scapforge_llm_timeout": timeout}
     argv = ["ansible-playbook", "playbooks/remediate.yml", "-i", inventory, "-l", name, "-e", json.dumps(variables)]
     started = time.monotonic()
     with open(os.path.join(workdir, "agents.log"), "w") as log:
@@ -88,6 +89,8 @@ def main(argv=None):
     parser.add_argument("--host", default="lab9")
     parser.add_argument("--rules", default=",".join(RULES), help="short rule ids, comma-separated")
     parser.add_argument("--keep", action="store_true", help="leave the host up")
+    parser.add_argument("--timeout", type=float, default=120.0,
+                        help="seconds one model call may take (a person playing the model through the relay: 1800)")
     args = parser.parse_args(argv)
     if bool(args.endpoint) == bool(args.replay):
         parser.error("give --endpoint or --replay")
@@ -103,7 +106,7 @@ def main(argv=None):
         endpoint, model = "http://127.0.0.1:%d/v1" % port, "replay"
         time.sleep(1.0)
     try:
-        result = dict(run(lab, args.host, rules, endpoint, model, workdir), endpoint=args.replay or endpoint,
+        result = dict(run(lab, args.host, rules, endpoint, model, workdir, args.timeout), endpoint=args.replay or endpoint,
                       rules=rules, workdir=workdir)
     finally:
         if server is not None:

@@ -62,6 +62,11 @@ MAX_SOURCES = 2
 MAX_SET_OBJECTS = 3
 #: Fields kept per item (a file_item has about 25).
 MAX_ITEM_FIELDS = 30
+#: Nodes kept of one definition's criteria tree, and how deep extended definitions are opened.
+MAX_NODES = 40
+MAX_EXTEND_DEPTH = 3
+#: Files the check reads that are described per rule (``attach_files``).
+MAX_FILES = 3
 
 #: Node results that made a definition not ``true`` (``not evaluated`` nodes were skipped
 #: by oscap's short-circuit and ``not applicable`` ones do not count, so neither is a cause).
@@ -313,6 +318,50 @@ def _culprit_tests(doc, def_result):
             seen.add(test_id)
             unique.append((test_id, negate))
     return unique
+
+
+def _criteria(doc, def_result, ctx):
+    """The definition result's criteria tree, compact: ``{"operator", "result", "negate"?,
+    "nodes": [...], "more"?}`` for a criteria node, ``{"test", "result", "negate"?}`` for a
+    criterion, ``{"definition", "title", "result", "negate"?, "criteria"?}`` for an
+    extend_definition. Each ``result`` is the node's, after its own negate, as oscap wrote it
+    (``not evaluated``: skipped by its short-circuit). An extended definition is opened only
+    when it did not read ``true`` before its negate (a ``true`` one is not why the rule fails)
+    and at most MAX_EXTEND_DEPTH deep; at most MAX_NODES nodes in all, ``more`` counting the
+    children left out. None when the result has no criteria."""
+    left = [MAX_NODES]
+
+    def node(elem, depth, seen):
+        if left[0] <= 0:
+            ctx.truncated = True
+            return None
+        left[0] -= 1
+        name = _local(elem.tag)
+        out = {"result": elem.get("result")}
+        negate = elem.get("negate") == "true"
+        if negate:
+            out["negate"] = True
+        if name == "criterion":
+            out = dict({"test": elem.get("test_ref")}, **out)
+        elif name == "extend_definition":
+            ref = elem.get("definition_ref")
+            title = _child(_child(doc.definitions.get(ref), "metadata"), "title")
+            out = dict({"definition": ref, "title": ctx.cut(title.text if title is not None else None, strip=True)}, **out)
+            raw = _FLIP.get(out["result"], out["result"]) if negate else out["result"]
+            extended = _child(doc.def_results.get(ref), "criteria")
+            if raw != "true" and extended is not None and ref not in seen and depth < MAX_EXTEND_DEPTH:
+                out["criteria"] = node(extended, depth + 1, seen | {ref})
+        else:
+            out = dict({"operator": elem.get("operator", "AND")}, **out)
+            children = [c for c in elem if _local(c.tag) in ("criteria", "criterion", "extend_definition")]
+            kept = [n for n in (node(c, depth, seen) for c in children) if n is not None]
+            out["nodes"] = kept
+            if len(kept) < len(children):
+                out["more"] = len(children) - len(kept)
+        return out
+
+    root = _child(def_result, "criteria")
+    return node(root, 0, {def_result.get("definition_id")}) if root is not None else None
 
 
 def _set_text(elem):
@@ -587,6 +636,7 @@ def rule_evidence(doc, definition_id, max_tests=MAX_TESTS, max_items=MAX_ITEMS, 
 
         {"definition": "oval:ssg-X:def:1", "title": str or None,
          "result": "false",                      # the definition's OVAL result
+         "criteria": {...},                      # its criteria tree (``_criteria``)
          "tests": [test, ...],                   # at most max_tests
          "truncated": bool}                      # a cap cut something
 
@@ -617,6 +667,7 @@ def rule_evidence(doc, definition_id, max_tests=MAX_TESTS, max_items=MAX_ITEMS, 
         out["error"] = "OVAL definition %s has no result in the OVAL results" % definition_id
         return out
     out["result"] = res.get("result")
+    out["criteria"] = _criteria(doc, res, ctx)
     culprits = _culprit_tests(doc, res)
     out["tests"] = [_test(test_id, negate, ctx) for test_id, negate in ctx.capped(culprits, max_tests)]
     out["truncated"] = ctx.truncated
@@ -632,23 +683,89 @@ def _size(value):
 
 
 def _shrunk(entry, level):
-    """A smaller copy of a rule's evidence: level 1 keeps one item per test (and per
-    variable source), level 2 keeps 3 tests without items, level 3 none."""
+    """A smaller copy of a rule's evidence; caps drop collected items before tests (issue 18):
+    level 1 keeps one item per test (and per variable source) and no file contents, level 2
+    keeps every test without items, level 3 keeps 3 tests, level 4 none (and no criteria)."""
     out = dict(entry, truncated=True)
-    if level >= 3:
+    if out.get("files"):
+        out["files"] = dict((path, dict((k, v) for k, v in facts.items() if k != "content"))
+                            for path, facts in out["files"].items())
+    if level >= 4:
         out["tests"] = []
+        out["criteria"] = None
         return out
     tests = []
-    for test in entry["tests"][: 3 if level >= 2 else len(entry["tests"])]:
+    for test in entry["tests"][: 3 if level >= 3 else len(entry["tests"])]:
         test = json.loads(json.dumps(test))
-        test["items"] = test["items"][: 0 if level >= 2 else 1]
+        keep = 0 if level >= 2 else 1
+        if len(test["items"]) > keep:
+            test["items_left_out"] = len(test["items"]) - keep + test.get("items_left_out", 0)
+        test["items"] = test["items"][:keep]
         for part in (test.get("object"), test.get("state")):
             for value in (part or {}).get("fields", {}).values():
                 if isinstance(value, dict):
                     for source in value.get("from", []):
-                        source["items"] = source["items"][: 0 if level >= 2 else 1]
+                        source["items"] = source["items"][:keep]
         tests.append(test)
+    if len(tests) < len(entry["tests"]):
+        out["tests_left_out"] = len(entry["tests"]) - len(tests)
     out["tests"] = tests
+    return out
+
+
+# --------------------------------------------------------------------------- files the check reads
+
+#: Paths whose content is never read into the evidence (hashes, keys): only their facts are.
+_SECRET_PREFIXES = ("/etc/shadow", "/etc/gshadow", "/etc/security/opasswd", "/etc/ssl/private/",
+                    "/etc/krb5.keytab", "/root/.ssh/", "/proc/", "/sys/")
+_SECRET_SUFFIXES = (".key", ".pem", ".p12", ".pfx", ".keytab", "_key")
+
+
+def secret_path(path):
+    """True for a path whose content must not leave the host in the evidence (password
+    hashes, private keys, kernel files whose reads have effects or never end)."""
+    path = path or ""
+    base = path.rsplit("/", 1)[-1]
+    return (path.startswith(_SECRET_PREFIXES) or base.endswith(_SECRET_SUFFIXES)
+            or ("/.ssh/id_" in path or base.startswith("ssh_host_")) and not base.endswith(".pub"))
+
+
+def _object_paths(obj, out):
+    """Literal paths an object (evidence dict) reads: ``filepath``, or ``path`` with
+    ``filename`` (a nil filename is the directory itself), when compared with ``equals``."""
+    if not obj:
+        return
+    fields = obj.get("fields") or {}
+    ops = obj.get("operations") or {}
+    path = None
+    if isinstance(fields.get("filepath"), str) and "filepath" not in ops:
+        path = fields["filepath"]
+    elif isinstance(fields.get("path"), str) and "path" not in ops and "filename" not in ops:
+        name = fields.get("filename")
+        if name is None:
+            path = fields["path"]
+        elif isinstance(name, str):
+            path = fields["path"].rstrip("/") + "/" + name
+    if path and path.startswith("/") and path not in out:
+        out.append(path)
+    for sub in obj.get("set_objects") or []:
+        _object_paths(sub, out)
+    for value in fields.values():
+        if isinstance(value, dict):
+            for source in value.get("from") or []:
+                _object_paths(source.get("object"), out)
+
+
+def check_paths(entry):
+    """The literal file paths the tests of a rule's evidence read, in order, no duplicates."""
+    out = []
+    for test in entry.get("tests") or []:
+        _object_paths(test.get("object"), out)
+        state = test.get("state") or {}
+        for value in (state.get("fields") or {}).values():
+            if isinstance(value, dict):
+                for source in value.get("from") or []:
+                    _object_paths(source.get("object"), out)
     return out
 
 
@@ -660,12 +777,16 @@ def build_evidence(
     max_items=MAX_ITEMS,
     max_value_chars=MAX_VALUE_CHARS,
     max_bytes=MAX_BYTES,
+    inspect=None,
 ):
     """Evidence of the failing rules in ``checks`` from the OVAL results files.
 
     checks: ``failing_checks(...)``'s dict. oval_files: ``{file name: bytes}`` of the
     files named by ``needed_files(checks)`` that could be read (a missing name is a file
-    oscap did not write).
+    oscap did not write). inspect: ``path -> dict`` of what a file the check reads is on the
+    host now (the module's ``describe_file``); with it each rule's evidence gets ``files``,
+    ``{path: facts}`` for the first MAX_FILES of ``check_paths`` (so "the object does not
+    exist" can be told apart: the file is missing, or no line of it matched).
 
     Returns ``{"evidence": {full_rule_id: rule evidence}, "truncated": bool,
     "omitted": [full_rule_id, ...]}``. Rule evidence: see ``rule_evidence``; a rule whose
@@ -673,8 +794,8 @@ def build_evidence(
     definition absent) gets the same keys with no tests and an ``error`` string. Caps:
     the first max_rules rules (document order); the JSON text of ``evidence`` stays
     within about max_bytes characters (a rule that does not fit is shrunk: one item per
-    test, then 3 tests without items, then no tests; a rule that does not fit even so is
-    left out). Rules left out are listed in ``omitted``; ``truncated`` is True when any cap
+    test, then every test without items, then 3 tests, then no tests; a rule that does not fit even so is
+    left out; file contents go at the first shrink). Rules left out are listed in ``omitted``; ``truncated`` is True when any cap
     cut anything. Never raises for bad OVAL files.
     """
     docs = {}
@@ -709,10 +830,14 @@ def build_evidence(
                 entry["error"] = errors[name]
             else:
                 entry = rule_evidence(docs[name], definition_id, max_tests, max_items, max_value_chars, check.get("exports"))
+                if inspect is not None:
+                    paths = check_paths(entry)[:MAX_FILES]
+                    if paths:
+                        entry["files"] = dict((path, inspect(path)) for path in paths)
         room = max_bytes - used - len(json.dumps(rule_id)) - 4  # ": " and ", "
         level = 0
         candidate = entry
-        while _size(candidate) > room and level < 3:
+        while _size(candidate) > room and level < 4:
             level += 1
             candidate = _shrunk(entry, level)
         if _size(candidate) > room:

@@ -355,7 +355,18 @@ evidence:
       C(UMASK 022) it matched) - and C(from_variables) - the external or constant
       variables it is computed from (there, the profile's umask V(077))."
     - "C(items): the items the test checked (at most 5) - C(id), C(status), C(fields)
-      (for example C(text) and C(subexpression) of a textfilecontent item), C(result)."
+      (for example C(text) and C(subexpression) of a textfilecontent item), C(result);
+      C(items_left_out) and C(tests_left_out) count what a size cap dropped (items go before tests)."
+    - "C(criteria): the definition's criteria tree - C(operator), C(result) (after the node's own
+      C(negate)), C(negate) and C(nodes) for a criteria node; C(test) and C(result) for a
+      criterion; C(definition), C(title), C(result) and, when it did not read V(true), its own
+      C(criteria) for an extend_definition."
+    - "C(files): the files the tests read, by path, as they are on the host after the scan -
+      C(exists) (V(false): the file is missing, so an object that does not exist is no missing
+      line), C(type), C(size), C(mode), C(owner), C(group), C(content) (a text file of at
+      most 4096 bytes, or a larger one's lines that are not comments or blank when they fit, with
+      C(content_note); never /etc/shadow, keys and the like: C(content_omitted) says why) and
+      C(names) (a directory's first entries)."
   returned: success and O(evidence=true)
   type: dict
   sample: {"xccdf_org.ssgproject.content_rule_no_direct_root_logins": {
@@ -389,11 +400,15 @@ cmd:
   elements: str
 """
 
+import errno
 import glob
+import grp
 import gzip
 import os
+import pwd
 import shutil
 import signal
+import stat
 import subprocess
 import tempfile
 import time
@@ -415,7 +430,12 @@ from ansible_collections.scapforge.remediation.plugins.module_utils.oval_evidenc
     build_evidence,
     failing_checks,
     needed_files,
+    secret_path,
 )
+
+#: A file the check reads is shown whole up to this size; a directory by its first names.
+MAX_FILE_BYTES = 4096
+MAX_DIR_NAMES = 30
 
 
 class ScanFailed(Exception):
@@ -575,6 +595,71 @@ def keep_gzip(src, dest, option):
         raise ScanFailed("results_unwritable", "%s %s cannot be written: %s" % (option, dest, exc))
 
 
+def _name_of(lookup, ident):
+    try:
+        return lookup(ident)[0]
+    except (KeyError, OverflowError):
+        return str(ident)
+
+
+def _active_lines(path, size):
+    """A file too large to show whole: its lines that are neither comments nor blank, when they
+    fit (login.defs is 12 KB of comments around 30 settings), else why not."""
+    if size > 16 * MAX_FILE_BYTES:
+        return {"content_omitted": "larger than %d bytes" % MAX_FILE_BYTES}
+    with open(path, "rb") as fh:
+        data = fh.read(16 * MAX_FILE_BYTES)
+    if b"\0" in data:
+        return {"content_omitted": "binary"}
+    lines = [line for line in data.decode("utf-8", "replace").splitlines()
+             if line.strip() and not line.lstrip().startswith("#")]
+    text = "\n".join(lines) + ("\n" if lines else "")
+    if len(text.encode("utf-8")) > MAX_FILE_BYTES:
+        return {"content_omitted": "larger than %d bytes, even without its comments" % MAX_FILE_BYTES}
+    return {"content": text, "content_note": "comment and blank lines left out"}
+
+
+def describe_file(path):
+    """What a file an OVAL object reads is on this host now (issue 18: a check that found
+    nothing must say whether the file is missing or holds no matching line): ``{"exists":
+    False}``, or ``{"exists": True, "type", "size", "mode", "owner", "group", "link"?,
+    "content"? | "content_omitted"?, "names"?}`` - content: the text of a regular file up to
+    MAX_FILE_BYTES (never of a secret file: hashes, keys); names: a directory's first
+    entries. Read-only; never raises."""
+    try:
+        link = os.readlink(path) if os.path.islink(path) else None
+        st = os.stat(path)
+    except OSError as exc:
+        if exc.errno in (errno.ENOENT, errno.ENOTDIR):
+            return {"exists": False} if not os.path.islink(path) else {"exists": False, "dangling_link": True}
+        return {"exists": None, "error": "%s: %s" % (type(exc).__name__, exc.strerror or exc)}
+    kind = "file" if stat.S_ISREG(st.st_mode) else "directory" if stat.S_ISDIR(st.st_mode) else "other"
+    out = {"exists": True, "type": kind, "size": st.st_size, "mode": "%04o" % stat.S_IMODE(st.st_mode),
+           "owner": _name_of(pwd.getpwuid, st.st_uid), "group": _name_of(grp.getgrgid, st.st_gid)}
+    if link is not None:
+        out["link"] = link
+    try:
+        if kind == "directory":
+            names = sorted(os.listdir(path))
+            out["names"] = names[:MAX_DIR_NAMES]
+            if len(names) > MAX_DIR_NAMES:
+                out["names_left_out"] = len(names) - MAX_DIR_NAMES
+        elif kind == "file" and secret_path(path):
+            out["content_omitted"] = "may hold secrets"
+        elif kind == "file" and st.st_size > MAX_FILE_BYTES:
+            out.update(_active_lines(path, st.st_size))
+        elif kind == "file":
+            with open(path, "rb") as fh:
+                data = fh.read(MAX_FILE_BYTES + 1)
+            if b"\0" in data:
+                out["content_omitted"] = "binary"
+            else:
+                out["content"] = data[:MAX_FILE_BYTES].decode("utf-8", "replace")
+    except (IOError, OSError) as exc:
+        out["content_omitted"] = "unreadable: %s" % (exc.strerror or exc)
+    return out
+
+
 def read_evidence(workdir, xccdf_bytes, requested):
     """The ``evidence*`` return keys: the OVAL evidence of the failing rules, read from the
     ``*.result.xml`` files oscap wrote into workdir (its cwd) with ``--oval-results``.
@@ -590,7 +675,7 @@ def read_evidence(workdir, xccdf_bytes, requested):
             if name and os.path.isfile(path):
                 with open(path, "rb") as fh:
                     files[name] = fh.read()
-        built = build_evidence(checks, files)
+        built = build_evidence(checks, files, inspect=describe_file)
     except Exception as exc:  # pylint: disable=broad-except
         return {"evidence": {}, "evidence_truncated": False,
                 "evidence_error": "OVAL evidence could not be read: %s: %s" % (type(exc).__name__, exc)}

@@ -36,6 +36,7 @@ from ansible_collections.scapforge.remediation.plugins.plugin_utils._run import 
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.executor import TaskListExecutor
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.llm import LLMError
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.prompts import PromptError
+from ansible_collections.scapforge.remediation.plugins.plugin_utils.untrusted_policy import GatePolicy
 
 #: probe rounds the Worker may take inside one attempt before it must answer tasks.
 PROBE_ROUNDS = 2
@@ -271,7 +272,8 @@ class WorkerPhase:
             sections, skipped = context.worker_sections(ctx.catalog, item.rule, ctx.profile.id, item,
                                                         item.evidence, outputs, lessons)
             limits = {"probes_left": max(0, self.budget.probes - item.probes) if self.budget.probes else 99,
-                      "attempts_left": max(0, self.budget.attempts - item.worker_attempts) if self.budget.attempts else 99}
+                      "attempts_left": max(0, self.budget.attempts - item.worker_attempts) if self.budget.attempts else 99,
+                      "modules": sorted((getattr(ctx, "gate_policy", None) or GatePolicy()).allowed_modules())}
             reply = self.agents.ask("worker", item.short_id, attempt.number, sections, skipped,
                                     dict(self._variables(item), attempt=attempt.number, limits=limits,
                                          banned=item.banned, preferred=item.preferred))

@@ -441,7 +441,9 @@ SCHEMAS: dict[str, dict[str, t.Any]] = {
             "probes": {**_TASK_LIST, "description": "read-only probes to run before writing tasks"},
             "cannot_fix": _CANNOT_FIX,
         },
-        "required": ["rationale"],
+        # one of the three shapes the prompt offers; cannot_fix stands alone (a relay trial:
+        # a schema that required more than the prompt's shape made the model add to it)
+        "anyOf": [{"required": ["tasks"]}, {"required": ["probes"]}, {"required": ["cannot_fix"]}],
     },
     "architect": {
         "type": "object",
@@ -450,7 +452,7 @@ SCHEMAS: dict[str, dict[str, t.Any]] = {
             "plan": {"type": "string", "maxLength": MAX_PLAN_CHARS},
             "cannot_fix": _CANNOT_FIX,
         },
-        "required": ["verdict", "plan"],
+        "anyOf": [{"required": ["verdict", "plan"]}, {"required": ["cannot_fix"]}],
     },
     "reflector": {
         "type": "object",

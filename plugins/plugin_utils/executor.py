@@ -136,7 +136,8 @@ class ExecutionReport:
       failed, skipped, ignored (failed but ignore_errors), check_mode (ran as a check:
       its changed is what it would change, and does not count in ``changed``), msg (trimmed),
       seconds (wall time of the task, its loop included, without the ``before_change`` hook's);
-      a failed service task's entry also has ``journal``, the last lines of its unit's journal.
+      a failed service task's entry also has ``journal``, the last lines of its unit's journal,
+      and a command or shell task's ``stdout`` (its last 600 characters, redacted).
     results: the raw results of the tasks reached (internal keys stripped), only when the run
       asked for them (``keep_results``; read-only probes need what the module returned).
     diffs: with the executor's ``diff`` on, one dict per task that changed the host and whose
@@ -248,6 +249,25 @@ def _result_message(result: dict) -> str:
             parts.append(f"item {_trim(item.get(item.get('ansible_loop_var', 'item')), 80)}: {_result_message(item)}")
             break
     return ': '.join(parts)
+
+
+#: modules whose stdout says what a task found (a check the Worker ran as evidence).
+COMMAND_MODULES = frozenset(('ansible.builtin.command', 'ansible.builtin.shell'))
+STDOUT_LIMIT = 600
+
+
+def command_output(fqcn: str, result: dict) -> dict:
+    """``{'stdout': ...}`` of a command or shell task (its last ``STDOUT_LIMIT`` characters,
+    redacted), else {}: a relay trial's Worker ran ``systemctl show`` as evidence and the next
+    prompt said only "ok"."""
+    if fqcn not in COMMAND_MODULES:
+        return {}
+    found = [result] + [r for r in result.get('results') or [] if isinstance(r, dict)]
+    text = '\n'.join(str(r.get('stdout')) for r in found if r.get('stdout')).strip()
+    if not text:
+        return {}
+    text = redact(text)[0]
+    return {'stdout': text if len(text) <= STDOUT_LIMIT else '[...] ' + text[-STDOUT_LIMIT:]}
 
 
 def journal_tail(session, fqcn: str, task: Task) -> str:
@@ -458,7 +478,7 @@ class TaskListExecutor:
         report.task_results.append(dict(
             name=str(name), module=fqcn, changed=bool(result.get('changed')), failed=failed, skipped=skipped,
             ignored=ignored, check_mode=check_mode, msg=_trim(msg), seconds=round(seconds, 3),
-            **({'journal': journal} if journal else {})))
+            **({'journal': journal} if journal else {}), **command_output(fqcn, result)))
         text = ''
         if self._diff and result.get('changed') and not check_mode:
             found = [result.get('diff')] + [r.get('diff') for r in result.get('results') or []

@@ -61,11 +61,11 @@ def describe(facts: dict) -> str:
         parts.append("init is %s" % facts["init"])
     whats = dict(CAPABILITIES.values())
     lacks = [n for n in facts.get("lacks") or [] if n in whats]
-    if lacks:
-        parts.append("it lacks %s" % "; ".join("%s, so it %s" % (n, whats[n]) for n in lacks))
+    if lacks:  # each capability with what it stops, every one under "lacks" (a relay trial misread a list)
+        parts.append("it lacks: %s" % ", ".join("%s (it %s)" % (n, whats[n]) for n in lacks))
     if facts.get("read_only"):
         parts.append("read-only: %s" % ", ".join(facts["read_only"]))
-    return ", ".join(parts)
+    return "; ".join(parts)
 
 
 def read(session) -> dict:

@@ -29,6 +29,8 @@ from ansible_collections.scapforge.remediation.plugins.plugin_utils import safet
 KINDS = ("file", "package", "service", "cron", "user", "group")
 KEPT, UNDONE, LEFT = "kept", "undone", "left"
 STATES = (KEPT, UNDONE, LEFT)
+#: the change of a package the restore removed that no task named (a dependency).
+DEPENDENCY = "installed (with the attempt's packages)"
 
 PACKAGE_MODULES = frozenset((
     "ansible.builtin.package", "ansible.builtin.apt", "ansible.builtin.dnf", "ansible.builtin.dnf5",
@@ -199,7 +201,7 @@ def entries_for(rule: str, number: int, changes: t.Sequence[dict], kept: bool, r
     for name in packages.get("removed") or ():
         if name not in named:
             out.append({"rule": rule, "attempt": number, "kind": "package", "target": name,
-                        "change": "installed (with the attempt's packages)", "state": UNDONE,
+                        "change": DEPENDENCY, "state": UNDONE,
                         "verified": bool(packages.get("verified")) and name not in (packages.get("still_there") or ())})
     for name in packages.get("lost") or ():  # removed by the attempt: not put back
         if name not in named:

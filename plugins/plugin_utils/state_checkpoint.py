@@ -126,7 +126,9 @@ class StateCheckpoint:
             out["packages"] = self._undo_packages(self.packages)
         if self.services:
             self._run("systemctl daemon-reload")
-            out["services"] = {unit: self._undo_service(unit, before) for unit, before in sorted(self.services.items())}
+            purged = bool((out.get("packages") or {}).get("removed")) and not (out.get("packages") or {}).get("lost")
+            out["services"] = {unit: self._undo_service(unit, before, purged)
+                               for unit, before in sorted(self.services.items())}
         return out
 
     def _undo_packages(self, before: list[str]) -> dict:
@@ -147,8 +149,16 @@ class StateCheckpoint:
         return {"removed": [n for n in purge if n not in still], "lost": lost, "still_there": still,
                 "verified": not still and not detail, "detail": detail}
 
-    def _undo_service(self, unit: str, before: tuple[str, str]) -> dict:
-        steps = service_steps(unit, before, self._service(unit))
+    def _undo_service(self, unit: str, before: tuple[str, str], purged: bool = False) -> dict:
+        """Put ``unit`` back as ``before`` said. ``purged``: the undo purged the packages the
+        attempt installed (and it removed none): a unit gone with them came with them - it was
+        saved after the attempt's install enabled it (chrony's postinst), and not-found is how it
+        was before the attempt (a relay trial: "left on the host: service chrony" was untrue)."""
+        now = self._service(unit)
+        if purged and now[0] == "not-found":
+            return {"restored": True, "verified": True, "steps": [], "before": list(before), "after": list(now),
+                    "gone_with_packages": True}
+        steps = service_steps(unit, before, now)
         for step in steps:
             self._run(step + " 2>&1")
         again = self._service(unit)

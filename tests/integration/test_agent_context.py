@@ -9,6 +9,9 @@ container). service_chronyd_or_ntpd_enabled: the Worker masks chrony; the review
 before the host sees it, the next call reads why, and the rule is not reported remediated.
 accounts_password_set_max_life_root: the Worker starts a unit that fails (set up by the test);
 the Reflector reads the unit's journal, not only systemd's "see journalctl" (item 4).
+aide_periodic_cron_checking: the content's fix installs aide and writes root's crontab, and is
+ineffective (rolled back); the Architect's plan call reads what that fix changed and that it
+was undone (item 4), and answers cannot_fix.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from test_agents import PLAN_MARK, agent, events_of, own_oscap, run_job, verdict
 
 HASHING, CHRONY = "set_password_hashing_algorithm_logindefs", "service_chronyd_or_ntpd_enabled"
 MAX_LIFE = "accounts_password_set_max_life_root"
+AIDE = "aide_periodic_cron_checking"
 UNIT = "scapforge-fails.service"
 MARKER = "scapforge-journal-marker: the daemon cannot start here"
 FAILING_UNIT = "[Unit]\nDescription=fails on start\n[Service]\nType=oneshot\nExecStart=/bin/sh -c 'echo %s; exit 3'\n" % MARKER
@@ -34,6 +38,8 @@ DECLINE = {"cannot_fix": {"reason": "environment",
 @pytest.fixture(scope="module")
 def context_run(lab, lab_host, lab_inventory, tmp_path_factory, remediate):
     host = lab.reset([lab_host.name])[0]
+    host.ssh("sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends cron "
+             ">/tmp/apt.log 2>&1 || (tail -20 /tmp/apt.log; false)", timeout=600)  # as test_ledger: the fix needs crontab(1)
     host.ssh("printf %s | sudo tee /etc/systemd/system/%s >/dev/null && sudo systemctl daemon-reload"
              % (shlex.quote(FAILING_UNIT), UNIT))
     with ScriptedLLM() as llm:
@@ -56,16 +62,18 @@ def context_run(lab, lab_host, lab_inventory, tmp_path_factory, remediate):
         llm.script(agent("Worker", MAX_LIFE), {"cannot_fix": {"reason": "needs_human", "evidence": "e"}})
         llm.script(agent("Worker", CHRONY), MASK)
         llm.script(agent("Worker", CHRONY), DECLINE)
+        llm.script(agent("Architect", AIDE, PLAN_MARK), {"cannot_fix": {"reason": "needs_human", "evidence": "e"}})
         runs = tmp_path_factory.mktemp("runs")
-        report = run_job(remediate, lab_inventory, host, runs, llm, [HASHING, CHRONY, MAX_LIFE],
+        report = run_job(remediate, lab_inventory, host, runs, llm, [HASHING, CHRONY, MAX_LIFE, AIDE],
                          scapforge_llm_max_attempts=2)
         workers = {rule: [b["messages"][1]["content"] for b in llm.requests if agent("Worker", rule)(b)]
                    for rule in (HASHING, CHRONY)}
         reflector = [b["messages"][1]["content"] for b in llm.requests if agent("Reflector", MAX_LIFE)(b)]
+        aide_plan = [b["messages"][1]["content"] for b in llm.requests if agent("Architect", AIDE)(b)]
         unused = llm.unused_scripts
     masked = host.ssh("systemctl is-enabled chrony.service 2>&1; true").stdout.strip()
     return {"host": host, "report": report, "runs": runs, "workers": workers, "unused": unused, "masked": masked,
-            "reflector": reflector,
+            "reflector": reflector, "aide_plan": aide_plan,
             "after": own_oscap(host, [HASHING])}
 
 
@@ -88,7 +96,7 @@ def test_the_second_attempt_reads_the_first_probes_result_and_rationale(context_
 def test_the_worker_is_told_what_the_container_is_and_cannot_do(context_run):
     first = context_run["workers"][HASHING][0]
     line = next(x for x in first.splitlines() if x.startswith("Environment: "))
-    assert line.startswith("Environment: a systemd-nspawn guest, init is systemd")
+    assert line.startswith("Environment: a systemd-nspawn guest; init is systemd; it lacks: ")
     assert "read-only: " in line and "/proc/sys" in line
 
 
@@ -114,3 +122,25 @@ def test_the_reflector_reads_the_failed_units_journal(context_run):
     result = asked[asked.index('<data source="target" name="execution">'):].split("</data>")[0]
     assert "- Start the helper (ansible.builtin.systemd) failed" in result
     assert "the unit's journal, last lines:" in result and MARKER in result
+
+
+def test_the_architect_reads_what_the_failed_vendor_fix_changed_and_its_undo(context_run):
+    outcome = context_run["report"]["rules"][AIDE]
+    assert verdicts(outcome) == [("vendor", "ineffective")], outcome
+    assert outcome["reason"] == "needs_human"
+    [asked] = context_run["aide_plan"]
+    vendor = asked[asked.index('<data source="content" name="vendor_fix">'):].split("</data>")[0]
+    assert "It ran as attempt 1: ineffective" in vendor
+    assert "(ansible.builtin.cron) changed" in vendor  # its task results, not a guess that it was skipped
+    assert "- package aide: installed, undone (verified)" in vendor
+    assert "- cron root: " in vendor and vendor.count("undone (verified)") >= 2
+    assert "Rolled back: yes, restore verified" in vendor
+
+
+def test_a_large_file_the_check_reads_is_shown_by_its_settings(context_run):
+    """login.defs is 12 KB of comments around some 30 settings: too large to show whole, its
+    active lines fit (a relay trial could not see which ENCRYPT_METHOD lines were live)."""
+    first = context_run["workers"][HASHING][0]
+    files = first[first.index('<data source="target" name="check_files">'):].split("</data>")[0]
+    assert "/etc/login.defs: file, " in files and "mode 0644, root:root (comment and blank lines left out)\n" in files
+    assert "\nENCRYPT_METHOD SHA512\n" in files and "# " not in files.split("\n", 2)[2]

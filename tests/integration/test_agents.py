@@ -262,7 +262,35 @@ def verdict_run(lab, lab_host, lab_inventory, tmp_path_factory, remediate):
         report = run_job(remediate, lab_inventory, host, runs, llm,
                          ["accounts_password_set_max_life_root", "accounts_password_pam_retry"])
         unused = llm.unused_scripts
-    return {"host": host, "report": report, "runs": runs, "digests": digests, "files": files, "unused": unused}
+        first = {rule: next(b["messages"][1]["content"] for b in llm.requests if agent("Worker", rule)(b))
+                 for rule in ("accounts_password_set_max_life_root", "accounts_password_pam_retry")}
+    return {"host": host, "report": report, "runs": runs, "digests": digests, "files": files, "unused": unused,
+            "first": first}
+
+
+def section(prompt: str, name: str) -> str:
+    """The text of one fenced section of a prompt (``<data ... name="name">``)."""
+    start = prompt.index('name="%s">' % name)
+    return prompt[start:prompt.index("</data>", start)]
+
+
+def test_the_worker_sees_the_check_as_a_tree_and_the_files_it_reads(verdict_run):
+    """Issue 18 item 3: which tests are AND / OR, and an object that found nothing tells a
+    missing file from a file without the line; item 4: the content of the small file the check
+    parses (the content of /etc/shadow and keys is never read: the unit tests of describe_file)."""
+    retry = verdict_run["first"]["accounts_password_pam_retry"]
+    evidence = section(retry, "oval_evidence")
+    assert "Criteria (each node's result is after its NOT" in evidence and "\n- OR: false\n" in evidence
+    assert "test oval:ssg-test_password_pam_pwquality_retry_common_password:tst:1: false" in evidence
+    size = verdict_run["host"].ssh("stat -c %s /etc/pam.d/common-password").stdout.strip()
+    assert "found: /etc/pam.d/common-password exists (file, %s bytes) but nothing in it matched the object" % size in evidence
+    assert "found: the file /etc/security/pwquality.conf does not exist" in evidence
+    files = section(retry, "check_files")
+    assert "/etc/pam.d/common-password: file, %s bytes, mode 0644, root:root\n" % size in files
+    assert "pam_unix.so obscure yescrypt" in files  # the file's own lines, as the host has them
+    assert "/etc/security/pwquality.conf: does not exist" in files
+    max_life = verdict_run["first"]["accounts_password_set_max_life_root"]  # a shadow_test: it reads no file by path
+    assert 'name="check_files"' not in max_life and "/etc/shadow:" not in max_life
 
 
 def test_escalate_after_a_plateau_and_files_restored_byte_for_byte(verdict_run):

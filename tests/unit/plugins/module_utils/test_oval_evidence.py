@@ -222,7 +222,7 @@ def test_whole_evidence_stays_within_max_bytes(xccdf, oval):
     full = ev.build_evidence(checks, {OVAL_FILE: oval})
     assert full["truncated"] is False and full["omitted"] == []
     size = len(json.dumps(full["evidence"]))
-    assert 8000 < size < 12000
+    assert 12000 < size < 16000  # with the criteria trees
 
     small = ev.build_evidence(checks, {OVAL_FILE: oval}, max_bytes=4000)
     assert len(json.dumps(small["evidence"], sort_keys=True)) <= 4000
@@ -240,12 +240,103 @@ def test_whole_evidence_stays_within_max_bytes(xccdf, oval):
     assert capped["omitted"] == FAILING[2:] and capped["truncated"] is True
 
 
-def test_shrinking_keeps_one_item_then_no_items_then_no_tests(evidence):
+def test_shrinking_drops_items_then_tests_then_everything(evidence):
+    """Issue 18: caps drop collected items before they drop tests."""
     entry = evidence["evidence"][R + "mount_option_nodev_nonroot_local_partitions"]
-    assert len(ev._shrunk(entry, 1)["tests"][0]["items"]) == 1
+    one = ev._shrunk(entry, 1)["tests"][0]
+    assert len(one["items"]) == 1 and one["items_left_out"] == 2
     assert ev._shrunk(entry, 2)["tests"][0]["items"] == []
-    assert ev._shrunk(entry, 3)["tests"] == [] and ev._shrunk(entry, 3)["truncated"] is True
+    assert ev._shrunk(entry, 2)["tests"][0]["items_left_out"] == 3
+    idle = evidence["evidence"][R + "sshd_set_idle_timeout"]
+    assert len(idle["tests"]) == 3 and len(ev._shrunk(idle, 2)["tests"]) == 3  # every test survives level 2
+    wide = dict(idle, tests=idle["tests"] * 2)
+    assert len(ev._shrunk(wide, 3)["tests"]) == 3 and ev._shrunk(wide, 3)["tests_left_out"] == 3
+    assert ev._shrunk(entry, 3)["criteria"] == entry["criteria"]
+    gone = ev._shrunk(entry, 4)
+    assert gone["tests"] == [] and gone["criteria"] is None and gone["truncated"] is True
     assert len(entry["tests"][0]["items"]) == 3  # the original is left alone
+
+
+# ------------------------------------------------------------------ criteria tree (issue 18 item 3)
+
+
+def test_the_criteria_tree_keeps_the_or_branches_and_opens_only_what_did_not_hold(evidence):
+    """sshd_set_keepalive fails on its OR: either sshd is not wanted and removed, or it is wanted,
+    installed and ClientAliveCountMax is set. The tree says so; the culprit list alone named the
+    package-removed test as if it had to pass."""
+    tree = evidence["evidence"][R + "sshd_set_keepalive"]["criteria"]
+    assert (tree["operator"], tree["result"]) == ("OR", "false")
+    unwanted, wanted = tree["nodes"]
+    assert [n.get("definition") for n in unwanted["nodes"]] == [
+        "oval:ssg-sshd_not_required_or_unset:def:1", "oval:ssg-package_openssh-server_removed:def:1"]
+    assert "criteria" not in unwanted["nodes"][0]  # it read true: not why the rule fails
+    assert unwanted["nodes"][1]["criteria"]["nodes"] == [
+        {"test": "oval:ssg-test_package_openssh-server_removed:tst:1", "result": "false"}]
+    assert unwanted["nodes"][1]["title"] == "Remove the OpenSSH Server Package"
+    inner = wanted["nodes"][2]
+    assert (inner["operator"], inner["result"]) == ("AND", "false")
+    assert inner["nodes"][1] == {"test": "oval:ssg-test_ClientAliveCountMax_present_sshd_set_keepalive:tst:1",
+                                 "result": "false"}
+
+
+def test_a_negated_criterion_keeps_its_not_and_its_result_after_it(evidence):
+    tree = evidence["evidence"][R + "mount_option_nodev_nonroot_local_partitions"]["criteria"]
+    assert tree["nodes"][0] == {"test": "oval:ssg-test_nodev_nonroot_local_partitions:tst:1", "result": "false",
+                                "negate": True}
+    assert "negate" not in tree["nodes"][1]
+
+
+def test_the_tree_is_capped_in_nodes_and_says_how_many_it_left_out(doc, monkeypatch):
+    monkeypatch.setattr(ev, "MAX_NODES", 3)
+    e = ev.rule_evidence(doc, "oval:ssg-sshd_set_keepalive:def:1")
+    first = e["criteria"]["nodes"][0]
+    assert len(first["nodes"]) == 1 and first["more"] == 1
+    assert e["criteria"]["more"] == 1 and e["truncated"] is True
+
+
+# ------------------------------------------------------------------ files the check reads
+
+
+def test_check_paths_follow_sets_and_variables_to_the_files_read(evidence):
+    paths = {r: ev.check_paths(e) for r, e in evidence["evidence"].items()}
+    assert paths[R + "no_direct_root_logins"] == ["/etc/securetty"]
+    assert paths[R + "sshd_set_keepalive"] == ["/etc/ssh/sshd_config"]  # through the object's set
+    assert paths[R + "accounts_umask_etc_login_defs"] == ["/etc/login.defs"]  # through the local variable
+    assert paths[R + "mount_option_nodev_nonroot_local_partitions"] == []  # partitions, no file
+    pattern = {"tests": [{"object": {"fields": {"filepath": "^/etc/x.*$"}, "operations": {"filepath": "pattern match"}}},
+                         {"object": {"fields": {"path": "/etc/sudoers.d", "filename": None}}},
+                         {"object": {"fields": {"path": "/etc/ssh/", "filename": "sshd_config"}}}]}
+    assert ev.check_paths(pattern) == ["/etc/sudoers.d", "/etc/ssh/sshd_config"]
+
+
+def test_build_evidence_describes_the_files_and_drops_their_content_first(xccdf, oval):
+    seen = []
+
+    def inspect(path):
+        seen.append(path)
+        return {"exists": path != "/etc/securetty", "content": "x" * 1500} if path != "/etc/securetty" else {"exists": False}
+
+    out = ev.build_evidence(ev.failing_checks(xccdf), {OVAL_FILE: oval}, inspect=inspect)
+    e = out["evidence"]
+    assert e[R + "no_direct_root_logins"]["files"] == {"/etc/securetty": {"exists": False}}
+    assert e[R + "sshd_set_keepalive"]["files"]["/etc/ssh/sshd_config"]["content"] == "x" * 1500
+    assert "files" not in e[R + "mount_option_nodev_nonroot_local_partitions"]
+    assert seen.count("/etc/ssh/sshd_config") == 2  # keepalive and idle timeout
+    room = len(json.dumps({R + "sshd_set_keepalive": e[R + "sshd_set_keepalive"]}, sort_keys=True)) - 500
+    checks = dict((r, c) for r, c in ev.failing_checks(xccdf).items() if r == R + "sshd_set_keepalive")
+    small = ev.build_evidence(checks, {OVAL_FILE: oval}, max_bytes=room, inspect=inspect)["evidence"][R + "sshd_set_keepalive"]
+    assert small["files"] == {"/etc/ssh/sshd_config": {"exists": True}}  # content gone, facts kept
+    assert len(small["tests"]) == 2
+
+
+def test_secret_paths_are_never_read():
+    for path in ("/etc/shadow", "/etc/gshadow-", "/etc/ssh/ssh_host_ed25519_key", "/etc/ssl/private/x.pem",
+                 "/root/.ssh/authorized_keys", "/home/u/.ssh/id_rsa", "/etc/pki/tls/private/server.key",
+                 "/etc/security/opasswd", "/proc/sys/kernel/dmesg_restrict"):
+        assert ev.secret_path(path) is True, path
+    for path in ("/etc/login.defs", "/etc/ssh/sshd_config", "/etc/pam.d/common-password",
+                 "/etc/ssh/ssh_host_ed25519_key.pub", "/etc/shells"):
+        assert ev.secret_path(path) is False, path
 
 
 # ------------------------------------------------------------------ bad input never raises

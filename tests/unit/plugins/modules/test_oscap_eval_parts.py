@@ -81,3 +81,53 @@ def test_record_results_fills_the_document_keys_only_from_a_document(mod):
     progress = {"requested_rules": [], "profile": "x"}
     mod.record_results(progress, {"rules": {}, "counts": {}, "unexpected": {}})
     assert progress == {"requested_rules": [], "profile": "x", "rules": {}, "counts": {}, "missing": []}
+
+
+# ------------------------------------------------------------------ the files the check reads (issue 18)
+
+
+def test_describe_file_tells_a_missing_file_from_one_without_the_line(mod, tmp_path):
+    assert mod.describe_file(str(tmp_path / "securetty")) == {"exists": False}
+    assert mod.describe_file(str(tmp_path / "securetty" / "below")) == {"exists": False}
+    small = tmp_path / "login.defs"
+    small.write_text("UMASK\t\t022\n")
+    small.chmod(0o640)
+    facts = mod.describe_file(str(small))
+    assert facts["exists"] is True and facts["type"] == "file" and facts["size"] == 11
+    assert facts["mode"] == "0640" and facts["content"] == "UMASK\t\t022\n"
+    assert facts["owner"] and facts["group"]
+    (tmp_path / "empty").write_text("")
+    assert mod.describe_file(str(tmp_path / "empty"))["content"] == ""
+
+
+def test_describe_file_keeps_large_binary_and_secret_files_to_their_facts(mod, tmp_path):
+    big = tmp_path / "big.conf"
+    big.write_text("x" * (mod.MAX_FILE_BYTES + 1))
+    assert mod.describe_file(str(big))["content_omitted"] == "larger than 4096 bytes, even without its comments"
+    huge = tmp_path / "huge.conf"
+    huge.write_text("#\n" * (8 * mod.MAX_FILE_BYTES + 1))
+    assert mod.describe_file(str(huge))["content_omitted"] == "larger than 4096 bytes"
+    defs = tmp_path / "login.defs"  # 12 KB of comments around a few settings, as Debian's
+    defs.write_text(("# a comment about the setting below\n" * 120) + "\nENCRYPT_METHOD SHA512\n  # ENCRYPT_METHOD MD5\nUMASK\t\t022\n")
+    facts = mod.describe_file(str(defs))
+    assert facts["content"] == "ENCRYPT_METHOD SHA512\nUMASK\t\t022\n"
+    assert facts["content_note"] == "comment and blank lines left out" and facts["size"] > mod.MAX_FILE_BYTES
+    whole = tmp_path / "whole.conf"
+    whole.write_text("y" * mod.MAX_FILE_BYTES)
+    assert len(mod.describe_file(str(whole))["content"]) == 4096
+    binary = tmp_path / "wtmp"
+    binary.write_bytes(b"ab\0cd")
+    assert mod.describe_file(str(binary))["content_omitted"] == "binary"
+    key = tmp_path / "server.key"
+    key.write_text("-----BEGIN PRIVATE KEY-----\n")
+    facts = mod.describe_file(str(key))
+    assert facts["content_omitted"] == "may hold secrets" and "content" not in facts
+    folder = tmp_path / "sudoers.d"
+    folder.mkdir()
+    for n in range(mod.MAX_DIR_NAMES + 2):
+        (folder / ("f%02d" % n)).write_text("")
+    facts = mod.describe_file(str(folder))
+    assert facts["type"] == "directory" and facts["names"][0] == "f00" and facts["names_left_out"] == 2
+    link = tmp_path / "dangling"
+    link.symlink_to(tmp_path / "nowhere")
+    assert mod.describe_file(str(link)) == {"exists": False, "dangling_link": True}

@@ -254,6 +254,14 @@ def test_cannot_fix_in_the_schemas():
     jsonschema.validate({"rationale": "r", "cannot_fix": {"reason": "environment", "evidence": NETLINK}}, SCHEMAS["worker"])
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate({"rationale": "r", "cannot_fix": {"reason": "later"}}, SCHEMAS["worker"])
+    alone = {"cannot_fix": {"reason": "needs_human", "evidence": "the site must choose"}}
+    for agent in ("worker", "architect"):  # the shape the prompts show, with nothing else
+        jsonschema.validate(alone, SCHEMAS[agent])
+    jsonschema.validate({"verdict": "PLAN", "plan": "p"}, SCHEMAS["architect"])
+    jsonschema.validate({"probes": [{"read": "/etc/login.defs"}], "rationale": "r"}, SCHEMAS["worker"])
+    for agent, answer in (("architect", {"verdict": "PLAN"}), ("worker", {"rationale": "only a reason"})):
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate(answer, SCHEMAS[agent])
 
 
 def test_reflector_full_answer_with_caps():

@@ -204,6 +204,37 @@ def test_state_checkpoint_purges_only_its_own_packages_and_puts_a_service_back()
     assert "systemctl daemon-reload" in host.commands
 
 
+def test_a_unit_its_package_brought_is_undone_when_the_package_is_purged():
+    """chrony's postinst enables chrony.service before the attempt's systemd task saves it:
+    after the purge the unit is not-found, which is how the host was before the attempt."""
+    host = _FakeHost(["bash"], {})
+    state = S.StateCheckpoint(host)
+    state.before("ansible.builtin.apt", {"name": "chrony"}, None)
+    host.packages.add("chrony")
+    host.units["chrony.service"] = ("enabled", "inactive")  # the package's own postinst
+    state.before("ansible.builtin.systemd_service", {"name": "chrony.service", "enabled": True, "state": "started"}, None)
+    state.after_run()
+    real_run = host.run_command
+
+    def purge_takes_the_unit(command):
+        out = real_run(command)
+        if "apt-get purge" in command:
+            host.units.pop("chrony.service")
+        return out
+
+    host.run_command = purge_takes_the_unit
+    undo = state.undo()
+    assert undo["packages"]["removed"] == ["chrony"] and undo["packages"]["verified"] is True
+    assert undo["services"]["chrony.service"] == {"restored": True, "verified": True, "steps": [],
+                                                  "before": ["enabled", "inactive"], "after": ["not-found", "inactive"],
+                                                  "gone_with_packages": True}
+    again = _FakeHost(["bash"], {"chrony.service": ("enabled", "inactive")})  # no purge: the unit stays
+    kept = S.StateCheckpoint(again)
+    kept.before("ansible.builtin.systemd_service", {"name": "chrony.service", "state": "started"}, None)
+    again.units["chrony.service"] = ("enabled", "active")
+    assert kept.undo()["services"]["chrony.service"]["steps"] == ["systemctl stop chrony.service"]
+
+
 def test_a_restored_unit_file_reloads_systemd_and_sshd_config_reloads_sshd():
     from ansible_collections.scapforge.remediation.plugins.plugin_utils import attempt_runner as R
 

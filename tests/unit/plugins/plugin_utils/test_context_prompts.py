@@ -140,3 +140,145 @@ def test_the_sandbox_refuses_reaching_python_internals(tmp_path):
     with pytest.raises(prompts.PromptError, match="unsafe|not safely"):
         prompt_set.render("worker", dict(BASE, sections=[]))
     assert os.path.isfile(prompt_set.sources["architect"])
+
+
+# ------------------------------------------------------------------ issue 18 items 3 and 4
+
+
+def _test(n, items=0, flag="complete", path="/etc/login.defs"):
+    return {"id": "oval:x:tst:%d" % n, "type": "textfilecontent54_test", "check": "all", "result": "false",
+            "check_existence": "at_least_one_exists", "negate": False, "comment": "test %d" % n,
+            "object": {"fields": {"filepath": path, "pattern": "^UMASK"}, "flag": flag},
+            "state": None, "items": [{"id": str(i), "status": "exists", "fields": {"text": "line %d %s" % (i, "z" * 80)}}
+                                     for i in range(items)]}
+
+
+def test_found_tells_a_missing_file_from_a_file_without_the_line():
+    missing = _test(1, flag="does not exist", path="/etc/securetty")
+    assert context.found_text(missing, {"/etc/securetty": {"exists": False}}) == "the file /etc/securetty does not exist"
+    there = context.found_text(missing, {"/etc/securetty": {"exists": True, "type": "file", "size": 12}})
+    assert there == "/etc/securetty exists (file, 12 bytes) but nothing in it matched the object"
+    assert context.found_text(missing, {}) == "no item on the host matched the object (flag: does not exist)"
+    failed = _test(2, items=3)
+    failed["items"][1]["result"] = "false"
+    assert context.found_text(failed, {}) == "3 item(s) collected, 1 shown failed the state"
+    error = dict(_test(3), object={"fields": {}, "flag": "error", "message": "Permission denied"})
+    assert context.found_text(error, {}) == "the object was collected with an error: Permission denied"
+
+
+def test_criteria_section_shows_operators_negation_and_the_tests_detailed():
+    evidence = {"definition": "oval:x:def:1", "title": "t", "result": "false", "tests": [_test(2)],
+                "criteria": {"operator": "OR", "result": "false", "nodes": [
+                    {"test": "oval:x:tst:1", "result": "false", "negate": True},
+                    {"definition": "oval:y:def:1", "title": "pkg installed", "result": "false",
+                     "criteria": {"operator": "AND", "result": "false", "nodes": [{"test": "oval:x:tst:2", "result": "false"}],
+                                  "more": 2}}]}}
+    assert context.criteria_text(evidence).splitlines() == [
+        "- OR: false",
+        "  - NOT test oval:x:tst:1: false",
+        "  - extend_definition oval:y:def:1 (pkg installed): false",
+        "    - AND: false",
+        "      - test oval:x:tst:2: false (shown below)",
+        "      - [2 more node(s) not shown]",
+    ]
+    text = context.evidence_text(evidence)
+    assert text.index("Criteria (each node's result is after its NOT") < text.index("tests:")
+
+
+def test_evidence_cap_drops_items_before_it_drops_tests():
+    """Issue 18 item 3: a section cap cut whole tests, the deciding one among them."""
+    evidence = {"definition": "oval:x:def:1", "title": "t", "result": "false",
+                "tests": [_test(n, items=5) for n in range(1, 6)]}
+    full = context.evidence_text(evidence, limit=100000)
+    assert full.count("line 4 ") == 5
+    text = context.evidence_text(evidence, limit=len(full) - 200)
+    assert all("oval:x:tst:%d" % n in text for n in range(1, 6)) and text.count("items_left_out: 4") == 5
+    text = context.evidence_text(evidence, limit=2000)
+    assert all("oval:x:tst:%d" % n in text for n in range(1, 6)) and "line 0" not in text
+    assert "items_left_out: 5" in text and "characters cut" not in text
+    text = context.evidence_text(evidence, limit=1200)
+    assert "oval:x:tst:1" in text and "(test oval:x:tst:5 not shown: no room)" in text
+
+
+def test_files_section_shows_what_the_check_reads_now():
+    evidence = {"definition": "d", "tests": [], "files": {
+        "/etc/securetty": {"exists": False},
+        "/etc/login.defs": {"exists": True, "type": "file", "size": 11, "mode": "0644", "owner": "root",
+                            "group": "root", "content": "UMASK\t\t022\n"},
+        "/etc/shadow": {"exists": True, "type": "file", "size": 900, "mode": "0640", "owner": "root",
+                        "group": "shadow", "content_omitted": "may hold secrets"},
+        "/etc/sudoers.d": {"exists": True, "type": "directory", "size": 4096, "mode": "0750", "owner": "root",
+                           "group": "root", "names": ["README"], "names_left_out": 3}}}
+    text = context.files_text(evidence)
+    assert 'name="check_files"' in text
+    assert "/etc/securetty: does not exist" in text
+    assert "/etc/login.defs: file, 11 bytes, mode 0644, root:root\nUMASK\t\t022" in text
+    assert "/etc/shadow: file, 900 bytes, mode 0640, root:shadow (content not shown: may hold secrets)" in text
+    assert "entries: README and 3 more" in text
+    assert context.files_text({"tests": []}) is None and context.files_text(None) is None
+
+
+def _failed_vendor(item):
+    a = item.new_attempt("vendor")
+    a.verdict, a.reason, a.detail, a.result = "failed", "fix_ineffective", "still fails", "fail"
+    a.report = {"task_results": [
+        {"name": "Ensure aide is installed", "module": "ansible.builtin.apt", "changed": True},
+        {"name": "Set cron job for running AIDE", "module": "ansible.builtin.cron", "changed": True},
+        {"name": "Gather facts", "module": "ansible.builtin.setup"}],
+        "changes": [{"kind": "package", "target": "aide", "change": "installed"},
+                    {"kind": "cron", "target": "root", "change": "added job 'run AIDE check'", "paths": ["/var/spool/cron/crontabs/root"]}]}
+    a.checkpoint = {"covered": ["/var/spool/cron/crontabs/root"]}
+    a.restore = {"verified": True, "packages": {"removed": ["aide", "aide-common", "libmhash2"], "verified": True,
+                                                "still_there": []}}
+    a.rolled_back = True
+    return a
+
+
+def test_a_failed_vendor_fix_says_what_it_changed_and_that_it_was_undone(catalog):
+    """Issue 18 item 6 of the trial: the model guessed the vendor tasks were skipped; they had
+    installed a package and written root's crontab."""
+    item = A.WorkItem(catalog.rule("aide_periodic_cron_checking").id)
+    _failed_vendor(item)
+    text = context.vendor_text(catalog, item.rule, PROFILE, item)
+    assert "- Ensure aide is installed (ansible.builtin.apt) changed" in text
+    assert "- 1 other task(s) changed nothing" in text and "Gather facts" not in text.split("It ran as attempt 1")[1]
+    assert "- package aide: installed, undone (verified)" in text
+    assert "- cron root: added job 'run AIDE check', undone (verified)" in text
+    assert "- 2 package(s) installed with them (aide-common, libmhash2), undone (verified)" in text
+    assert text.index("Rolled back: yes, restore verified") < text.index("What it changed on the host")
+
+
+def test_history_names_a_change_that_no_restore_undid():
+    item = A.WorkItem("xccdf_org.ssgproject.content_rule_aide_build_database")
+    a = item.new_attempt("worker")
+    a.verdict, a.reason, a.result = "failed", "fix_ineffective", "fail"
+    a.report = {"changes": [{"kind": "package", "target": "aide", "change": "installed"}]}
+    a.restore = {"verified": True, "packages": {}}
+    a.rolled_back = False
+    text = context.history_text(item)
+    assert "What it changed on the host:\n- package aide: installed, LEFT on the host (no restore undid it)" in text
+    assert context.changes_text(A.Attempt(1, "worker")) == []
+
+
+@pytest.mark.parametrize("skill", ["anssi-debian12", "stig-rhel9"])
+def test_the_worker_is_shown_the_whole_module_allowlist(skill):
+    from ansible_collections.scapforge.remediation.plugins.plugin_utils.untrusted_policy import GatePolicy
+
+    prompt_set = prompts.PromptSet(skills.load_skill(skill).prompts_dir)
+    modules = sorted(GatePolicy().allowed_modules())
+    limits = dict(BASE["limits"], modules=modules)
+    system = prompt_set.render("worker", dict(BASE, sections=[], limits=limits))[0]["content"]
+    assert "of these only: %s." % ", ".join(modules) in system
+    assert "community.general.modprobe" in system and "pamd, ..." not in system
+
+
+def test_what_each_task_did_shows_a_commands_output_and_a_trimmed_files_note():
+    attempt = A.Attempt(1, "worker")
+    attempt.verdict, attempt.reason = "failed", "fix_failed"
+    attempt.report = {"task_results": [{"name": "Show chrony", "module": "ansible.builtin.command",
+                                        "stdout": "ConditionResult=no"}]}
+    assert "- Show chrony (ansible.builtin.command) ok\n  its output:\nConditionResult=no" in context.attempt_text(attempt)
+    text = context.files_text({"files": {"/etc/login.defs": {
+        "exists": True, "type": "file", "size": 12569, "mode": "0644", "owner": "root", "group": "root",
+        "content": "ENCRYPT_METHOD SHA512\n", "content_note": "comment and blank lines left out"}}})
+    assert "/etc/login.defs: file, 12569 bytes, mode 0644, root:root (comment and blank lines left out)\nENCRYPT_METHOD SHA512" in text

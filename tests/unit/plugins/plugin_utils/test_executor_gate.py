@@ -223,3 +223,19 @@ def test_every_vendor_fix_passes_the_trusted_gate_and_is_refused_untrusted():
     umask = untrusted["accounts_umask_etc_login_defs"]
     assert umask and "Jinja templating is not allowed in untrusted tasks" in umask[0]
     assert sum(bool(p) for p in untrusted.values()) > 150
+
+
+def test_a_command_tasks_output_is_kept_for_the_next_prompt():
+    """A relay trial: the Worker ran ``systemctl show`` as evidence, and the next prompt said "ok"."""
+    from ansible_collections.scapforge.remediation.plugins.plugin_utils.executor import STDOUT_LIMIT, command_output
+
+    shown = command_output("ansible.builtin.command", {"stdout": "ActiveState=inactive\nConditionResult=no\n"})
+    assert shown == {"stdout": "ActiveState=inactive\nConditionResult=no"}
+    looped = command_output("ansible.builtin.shell", {"results": [{"stdout": "a"}, {"stdout": ""}, {"stdout": "b"}]})
+    assert looped == {"stdout": "a\nb"}
+    assert command_output("ansible.builtin.lineinfile", {"stdout": "x"}) == {}
+    assert command_output("ansible.builtin.command", {"stdout": ""}) == {}
+    tail = command_output("ansible.builtin.command", {"stdout": "x" * 1000 + "END"})["stdout"]
+    assert tail.startswith("[...] ") and tail.endswith("END") and len(tail) == STDOUT_LIMIT + 6
+    hashed = command_output("ansible.builtin.command", {"stdout": "root:$6$abcdefgh$" + "A" * 86 + ":19700:0:99999:7:::"})
+    assert "$6$abcdefgh" not in hashed["stdout"] and "REDACTED" in hashed["stdout"]

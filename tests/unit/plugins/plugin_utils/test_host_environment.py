@@ -21,14 +21,14 @@ def test_a_container_says_its_kind_init_what_it_lacks_and_what_is_read_only():
                      "lacks": ["CAP_SYS_MODULE", "CAP_SYS_TIME", "CAP_AUDIT_CONTROL"],
                      "read_only": ["/proc/sys", "/sys", "/sys/fs/cgroup"]}
     text = E.describe(facts)
-    assert text.startswith("a systemd-nspawn guest, init is systemd, it lacks CAP_SYS_MODULE, so it cannot load")
-    assert "CAP_AUDIT_CONTROL, so it cannot load audit rules" in text
-    assert text.endswith("read-only: /proc/sys, /sys, /sys/fs/cgroup")
+    assert text.startswith("a systemd-nspawn guest; init is systemd; it lacks: CAP_SYS_MODULE (it cannot load")
+    assert ", CAP_AUDIT_CONTROL (it cannot load audit rules" in text
+    assert text.endswith("); read-only: /proc/sys, /sys, /sys/fs/cgroup")
 
 
 def test_a_full_bounding_set_lacks_nothing_and_odd_output_says_nothing():
     facts = E.parse("init systemd\nvirt none\ncapbnd 000001ffffffffff\n")
-    assert (facts["lacks"], E.describe(facts)) == ([], "not virtualized, init is systemd")
+    assert (facts["lacks"], E.describe(facts)) == ([], "not virtualized; init is systemd")
     assert E.parse("capbnd zz\nnoise\n")["lacks"] == []
     assert E.describe(E.parse("")) == ""
 
