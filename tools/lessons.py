@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Look at what the remediation loop learned, and merge memory stores (issue 6, items 8-9).
+"""Look at what the remediation loop learned, merge memory stores (issue 6, items 8-9), and
+check and repair a store (issue 19, item 6).
 
 Run with the collection's virtual environment from the checkout::
 
@@ -7,6 +8,8 @@ Run with the collection's virtual environment from the checkout::
                                            [--kind K] [--status S[,S]|all] [--json]
     .venv/bin/python tools/lessons.py show ID [--path DIR] [--json]
     .venv/bin/python tools/lessons.py merge SRC DEST [--check] [--json]
+    .venv/bin/python tools/lessons.py doctor [--path DIR] [--json]
+    .venv/bin/python tools/lessons.py repair [--path DIR] [--json]
 
 The store defaults to $SCAPFORGE_MEMORY_PATH, else ~/.scapforge/memory. ``list`` leaves out
 retired lessons unless ``--status`` names them (or ``all``). ``list``/``show`` only read (no
@@ -14,8 +17,16 @@ lock, nothing written); ``merge`` writes DEST under its lock. The functions unde
 ones the ``scapforge.remediation.lessons`` lookup and the ``memory_merge`` action use
 (plugin_utils/memory/admin.py).
 
-Exit status: 0 done; 1 a store error (corrupt table, schema, lock timeout, missing source)
-or an unknown lesson id, with one line on stderr; 2 bad arguments.
+``doctor`` reads meta.json, every table and attempts/*.json and lists the moved-aside copies
+(``<file>.corrupt-<UTC>``) not recovered yet, one problem a line; it writes nothing. ``repair``
+takes the store's lock, rebuilds a corrupt meta.json from the schema number it still names,
+moves every corrupt table aside (as a run does) and writes the whole documents of every
+moved-aside copy back into the live table, listing what it recovered and every piece it
+dropped (document id and byte range); a repaired copy is renamed ``<copy>.repaired`` (kept).
+
+Exit status: 0 done (``doctor``: healthy; ``repair``: repaired, or nothing to repair); 1 a store
+error (corrupt table, schema, lock timeout, missing source), an unknown lesson id, a problem
+``doctor`` found or one ``repair`` could not fix, each named; 2 bad arguments.
 """
 
 from __future__ import annotations
@@ -126,8 +137,46 @@ def cmd_merge(args):
     return 0
 
 
+def format_dropped(row):
+    """One dropped piece of a repaired table, for a human."""
+    what = "document %s" % row["id"] if row.get("id") is not None else "data"
+    where = " (bytes %s-%s)" % (row["start"], row["end"]) if row.get("start") is not None else ""
+    return "  dropped %s%s%s: %s" % (what, " of table %s" % row["table"] if row.get("table") else "", where, row["why"])
+
+
+def cmd_doctor(args):
+    result = admin.doctor(args.path)
+    if args.json:
+        print(json.dumps(result, indent=1, sort_keys=True))
+    else:
+        for problem in result["problems"]:
+            print("%s: %s" % (problem["file"], problem["problem"]))
+        print("%s: %d file(s) checked, %s" % (result["path"], len(result["checked"]), "%d problem(s)" % len(
+            result["problems"]) if result["problems"] else "healthy"))
+    return 1 if result["problems"] else 0
+
+
+def cmd_repair(args):
+    result = admin.repair(args.path, lock_timeout=args.lock_timeout)
+    if args.json:
+        print(json.dumps(result, indent=1, sort_keys=True))
+        return 1 if result["problems"] else 0
+    for done in result["repaired"]:
+        print("%s: rebuilt from %s%s: %d document(s) recovered%s, %d already there, %d piece(s) dropped" % (
+            done["file"], done["from"], " (just moved aside)" if done.get("moved_to") else "", len(done["recovered"]),
+            " (%s)" % ", ".join(done["recovered"]) if done["recovered"] else "", len(done["already_there"]),
+            len(done["dropped"])))
+        for row in done["dropped"]:
+            print(format_dropped(row))
+    for problem in result["problems"]:
+        print("not repaired: %s" % problem, file=sys.stderr)
+    print("%s: %s" % (result["path"], "%d table(s) repaired" % len(result["repaired"]) if result["repaired"]
+                      else "nothing to repair" if not result["problems"] else "nothing repaired"))
+    return 1 if result["problems"] else 0
+
+
 def parser():
-    """The argument parser (subcommands list, show, merge)."""
+    """The argument parser (subcommands list, show, merge, doctor, repair)."""
     top = argparse.ArgumentParser(prog="tools/lessons.py", description=__doc__.split("\n\n")[0])
     sub = top.add_subparsers(dest="command", required=True)
     store = argparse.ArgumentParser(add_help=False)
@@ -156,6 +205,14 @@ def parser():
                        help="seconds to wait for DEST's lock (default %(default)s)")
     merge.add_argument("--json", action="store_true", help="print JSON instead of text")
     merge.set_defaults(func=cmd_merge)
+
+    doctor = sub.add_parser("doctor", parents=[store], help="check meta.json, every table and attempts/*.json")
+    doctor.set_defaults(func=cmd_doctor)
+
+    repair = sub.add_parser("repair", parents=[store], help="rebuild corrupt tables from what parses, under the lock")
+    repair.add_argument("--lock-timeout", type=float, default=DEFAULT_LOCK_TIMEOUT,
+                        help="seconds to wait for the store's lock (default %(default)s)")
+    repair.set_defaults(func=cmd_repair)
     return top
 
 

@@ -47,9 +47,11 @@ def main(argv):
             print("  %4d  %s" % (len(rules), bucket.replace("_", " ")))
         memory = report.get("memory")
         if memory:
-            print("  memory: %d lessons shown or acted on, %d created, %d reinforced, %d retired%s" % (
+            print("  memory%s: %d lessons shown or acted on, %d created, %d reinforced, %d retired%s" % (
+                " " + memory["state"] if memory.get("state", "on") != "on" else "",
                 memory.get("shown", 0), memory.get("created", 0), memory.get("reinforced", 0),
-                memory.get("retired", 0), ("; ERROR " + memory["error"]) if memory.get("error") else ""))
+                memory.get("retired", 0), ("; " + (memory.get("reason") or memory.get("error") or ""))
+                if memory.get("state", "on") != "on" or memory.get("error") else ""))
             decided = sum(1 for o in report.get("rules", {}).values() if o.get("from_memory"))
             if decided:
                 print("  decided from memory (zero attempts): %d rules" % decided)

@@ -18,6 +18,8 @@ What is written, every line prefixed with the inventory host name:
   vendor fix would run 2 tasks: ...``), a line when the rescan adds rules, and a closing
   line with the counts; a rule whose outcome changes later (``regressed`` after the final scan, settled
   after a reboot) gets one more line, marked ``now``;
+- a line when memory is degraded (a corrupt table moved aside, a fresh one started) or
+  turned off (``memory off: ...``), whatever the verbosity: memory must not fail in silence;
 - ``-v``: scans with their counts, and per attempt what the fix did, the health check,
   OpenSCAP's verdict and the rollback.
 
@@ -146,6 +148,10 @@ class ConsoleProgress:
             self._verbose("%s (%s): started" % (where, data.get("source")))
         elif kind == "attempt_end":
             self._verbose("%s (%s): %s [%s]" % (where, data.get("source"), data.get("verdict"), data.get("reason")))
+        elif kind == "memory_degraded":
+            self._say("memory degraded: %s" % one_line(data.get("reason"), 400))
+        elif kind == "memory_error":
+            self._say("memory off: %s" % one_line(data.get("msg"), 400))
         elif kind == "host_stopped":
             self._say("STOPPED: %s" % one_line(data.get("detail"), 300))
         elif kind == "reboot":

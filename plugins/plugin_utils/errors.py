@@ -39,6 +39,7 @@ LessonError (memory.lessons)       ``lesson``
 MemoryStoreError (memory.errors)   ``memory``; MemoryCorrupt ``memory_corrupt``,
                                    MemorySchemaError ``memory_schema``
 _CorruptFile (memory.store)        ``corrupt_file`` (internal: becomes MemoryCorrupt)
+_Cut (memory.store)                ``recovery_cut`` (internal to the recovery scan of repair)
 ChecklistError (report_ckl)       ``checklist``
 EvidenceError (evidence)          ``evidence``
 =================================  ===========================================================

@@ -114,8 +114,10 @@ def warnings(report: HR.HostReport, checklist_refused: str | None = None) -> lis
     if llm.get("down"):
         out.append("The LLM endpoint went down during the run: %s" % llm["down"])
     memory = report.get("memory") or {}
-    if memory.get("error"):
-        out.append("The lesson store failed: %s" % memory["error"])
+    if memory.get("state") == "degraded":
+        out.append("Memory degraded: %s" % memory.get("reason"))
+    elif memory.get("error"):
+        out.append("Memory off, the lesson store failed: %s" % memory["error"])
     resumed = report.get("resumed") or {}
     if resumed.get("interrupted"):
         out.append("Resumed after an interruption: %d attempt(s) were cut off and undone" % len(resumed["interrupted"]))

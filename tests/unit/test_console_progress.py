@@ -137,3 +137,16 @@ def test_end_of_play_lines_say_where_the_report_is_and_three_lines_per_host():
         "lab8: not run (content): cannot read datastream",
         "lab9: no report (unreachable, or failed before the loop)",
     ]
+
+
+def test_memory_degraded_and_off_are_said_at_default_verbosity(tmp_path):
+    """Issue 19 item 6: memory never changes state in silence."""
+    screen = Screen(0)
+    log = EventLog(str(tmp_path / "e.jsonl"), "lab1", listener=ConsoleProgress("lab1", screen).event)
+    log.emit("memory_degraded", during="decide", table="lessons", moved_to="/m/lessons.json.corrupt-X",
+             reason="lessons.json is corrupt (invalid JSON); moved to /m/lessons.json.corrupt-X; a fresh table was started")
+    log.emit("memory_error", during="learn", msg="memory table 'meta' is corrupt (no integer \"schema\" >= 0)")
+    assert screen.lines == [
+        "lab1: memory degraded: lessons.json is corrupt (invalid JSON); moved to /m/lessons.json.corrupt-X; "
+        "a fresh table was started",
+        "lab1: memory off: memory table 'meta' is corrupt (no integer \"schema\" >= 0)"]

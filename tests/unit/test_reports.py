@@ -270,6 +270,28 @@ def test_html_summary_reconciles_a_full_run(tmp_path):
     assert sections == ["summary", "warnings", "changes", "ledger", "categories", "rules", "outputs"]
 
 
+def test_html_says_memory_degraded_or_off_with_the_reason(tmp_path):
+    """Issue 19 item 6: the host report's memory state and reason reach report.html."""
+    reason = ("lessons.json is corrupt (invalid JSON: Unterminated string); moved to "
+              "/m/lessons.json.corrupt-20261201T000000.000000Z; a fresh table was started")
+    degraded = dict(report_samples.debian_full_run(), memory={"shown": 1, "created": 2, "reinforced": 0, "retired": 0,
+                                                              "state": "degraded", "reason": reason})
+    off = dict(report_samples.debian_full_run(), host="lab8",
+               memory={"shown": 0, "created": 0, "reinforced": 0, "retired": 0, "state": "off",
+                       "reason": "decide: memory table 'meta' is corrupt", "error": "decide: memory table 'meta' is corrupt"})
+    _text, page = _page(tmp_path, {"lab7": degraded, "lab8": off})
+    facts = {h: page.xpath("//section[@id='summary']/div[@data-host='%s']//*[@data-fact='memory']" % h)[0]
+             for h in ("lab7", "lab8")}
+    assert facts["lab7"].get("data-state") == "degraded"
+    assert facts["lab7"].text_content() == ("1 lessons shown, 2 created, 0 reinforced, 0 retired (memory degraded: %s)"
+                                            % reason)
+    assert (facts["lab8"].get("data-state"), facts["lab8"].text_content()) == (
+        "off", "memory off: decide: memory table 'meta' is corrupt")
+    warnings = page.xpath("//section[@id='warnings']//li/text()")
+    assert ": Memory degraded: %s" % reason in warnings  # after the host's name
+    assert ": Memory off, the lesson store failed: decide: memory table 'meta' is corrupt" in warnings
+
+
 def test_html_check_mode_shows_the_plan_and_the_tailoring(tmp_path):
     report = report_samples.debian_full_run()
     plan = "vendor fix would run 2 tasks: Set x; Restart y"

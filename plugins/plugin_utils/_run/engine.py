@@ -21,6 +21,7 @@ from ansible_collections.scapforge.remediation.plugins.plugin_utils.agent_loop i
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.console import ConsoleProgress
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.events import EventLog
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.host_setup import ControllerGone, LoopError, ParentWatch
+from ansible_collections.scapforge.remediation.plugins.plugin_utils.memory import session as memory_session
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.progress import Progress
 
 
@@ -99,7 +100,7 @@ class RemediationLoop:
         self._close_checkpoints()
         if not state.stopped:
             arf.fetch()
-        memory = ctx.memory.close() if ctx.memory is not None else None
+        memory = ctx.memory.close() if ctx.memory is not None else memory_session.disabled()
         return report.build(ctx, state, baseline, final, picked_up, memory, worker.llm_down)
 
     # -- the steps of the story ------------------------------------------------------------

@@ -2,12 +2,14 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Looking at what was learned and combining stores (issue 6, items 8 and 9).
 
-One implementation behind three front ends: the ``scapforge.remediation.lessons`` lookup,
+One implementation behind the front ends: the ``scapforge.remediation.lessons`` lookup,
 the ``scapforge.remediation.memory_merge`` action and ``tools/lessons.py``.
 
 - :func:`list_lessons` / :func:`get_lesson` only READ: they go through :func:`read_view`, a
   :meth:`MemoryStore.snapshot` (no lock, nothing moved aside, nothing migrated), so looking at
   a store while a run writes it neither waits nor changes anything.
+- :func:`doctor` checks every file of a store without changing it; :func:`repair` rebuilds the
+  corrupt tables from what parses, under the store's lock (issue 19 item 6).
 - :func:`merge_stores` reads ``src`` through the same view and writes ``dest`` inside
   ``dest``'s transaction (its lock), with :func:`learning.merge` doing the union; in check
   mode the merge runs on an in-memory copy of ``dest`` and nothing is written.
@@ -17,13 +19,15 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import typing as t
 
 from ansible_collections.scapforge.remediation.plugins.plugin_utils import deps, safety
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.memory import learning
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.memory import lessons as L
+from ansible_collections.scapforge.remediation.plugins.plugin_utils.memory import store as S
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.memory.errors import (
-    MemorySchemaError, MemoryStoreError)
+    MemoryCorrupt, MemorySchemaError, MemoryStoreError)
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.memory.store import (
     DEFAULT_LOCK_TIMEOUT, DEFAULT_PATH, SCHEMA_VERSION, MemoryStore)
 
@@ -43,6 +47,8 @@ DEFAULT_STATUSES = (L.CANDIDATE, L.CONFIRMED)
 ALL = "all"
 #: the tables a merge touches (learning.merge).
 MERGED_TABLES = ("lessons", "evidence", "usage")
+#: the schema number a damaged meta.json still names.
+_SCHEMA_RE = re.compile(rb'"schema"\s*:\s*(\d+)')
 
 
 def default_path() -> str:
@@ -268,3 +274,163 @@ def merge_stores(src: str, dest: str, check: bool = False, lock_timeout: float =
                 result = _merge_into(src_view, tx)
     result.update(src=src_path, dest=dest_path, check_mode=bool(check))
     return result
+
+
+# ----------------------------------------------------------------------------- doctor, repair
+def _meta_problem(store: MemoryStore) -> str | None:
+    try:
+        found = store.schema()
+    except MemoryCorrupt as exc:
+        return "is corrupt (%s)" % exc.reason
+    except MemoryStoreError as exc:
+        return "cannot be read: %s" % exc
+    if found is None:
+        return "is missing but tables exist (the schema is unknown)" if table_files(store.path) else None
+    if found > SCHEMA_VERSION:
+        return "says schema %d, newer than this code's %d (upgrade the collection)" % (found, SCHEMA_VERSION)
+    return None
+
+
+def table_files(path: str) -> list[str]:
+    """The table files of the store at ``path`` that exist, relative to it: the fixed tables, then
+    attempts/*.json (sorted)."""
+    found = [S.table_file(n) for n in S.TABLES if os.path.isfile(os.path.join(path, S.table_file(n)))]
+    try:
+        names = sorted(os.listdir(os.path.join(path, S.ATTEMPTS_DIR)))
+    except (FileNotFoundError, NotADirectoryError):
+        names = []
+    return found + [os.path.join(S.ATTEMPTS_DIR, n) for n in names if n.endswith(".json")]
+
+
+def doctor(path: str) -> dict:
+    """Check the store at ``path`` without changing it (no lock: files are only ever replaced
+    whole): meta.json, every table file and attempts/*.json, and the moved-aside copies
+    (``<file>.corrupt-<UTC>``) whose documents were not recovered yet.
+
+    Returns {"path", "checked": [files], "problems": [{"file", "problem"}]}; a store that does
+    not exist is one problem (a mistyped path must not look healthy).
+    """
+    full = _abspath(path)
+    if not os.path.isdir(full):
+        return {"path": full, "checked": [], "problems": [{"file": full, "problem": "no memory store here"}]}
+    store = MemoryStore(full)
+    problems = []
+    meta = _meta_problem(store)
+    if meta:
+        problems.append({"file": S.META_FILE, "problem": meta})
+    files = table_files(full)
+    for rel in files:
+        why = S.file_problem(os.path.join(full, rel))
+        if why:
+            problems.append({"file": rel, "problem": why})
+    for rel in S.aside_files(full):
+        problems.append({"file": rel, "problem": "a corrupt copy moved aside; its whole documents are not recovered yet "
+                                                 "(tools/lessons.py repair)"})
+    return {"path": full, "checked": [S.META_FILE] + files, "problems": problems}
+
+
+def _aside_table(rel: str) -> tuple[str, str | None]:
+    """(table name inside the file, run id for an attempts file) of a moved-aside copy."""
+    original = rel.split(".json.corrupt-", 1)[0]
+    if original.startswith(S.ATTEMPTS_DIR + os.sep):
+        return "attempts", original[len(S.ATTEMPTS_DIR) + 1:]
+    return original, None
+
+
+def _recover_into(table: t.Any, name: str, recovery: S.Recovery) -> dict:
+    """Insert the recovered documents of table ``name`` into the live ``table``: with their
+    own doc ids into an empty table, else with new ids, leaving out a document already there
+    (equal, or with the same ``id`` field: a lesson recorded again since). One write."""
+    docs = recovery.tables.get(name, {})
+    dropped = list(recovery.dropped)
+    dropped += [{"table": other, "id": None, "start": None, "end": None,
+                 "why": "%d document(s) of table %r, which does not belong in this file" % (len(d), other)}
+                for other, d in recovery.tables.items() if other != name]
+    existing = [dict(doc) for doc in table.all()]
+    ids = {doc.get("id") for doc in existing if doc.get("id") is not None}
+    keep, skipped = [], []
+    for doc_id, doc in docs.items():
+        if doc in existing or (doc.get("id") is not None and doc.get("id") in ids):
+            skipped.append(doc_id)
+        else:
+            keep.append(Document(doc, doc_id=int(doc_id)) if not existing else doc)
+    if keep:
+        table.insert_multiple(keep)
+    return {"recovered": [i for i in docs if i not in skipped], "already_there": skipped, "dropped": dropped}
+
+
+def _repair_meta(store: MemoryStore) -> dict | None:
+    """Under the lock: rebuild a corrupt or missing meta.json from the schema number its bytes
+    (or its latest moved-aside copy's) still name. None when meta.json is fine; raises
+    MemoryStoreError naming the problem when there is no schema number to be found."""
+    if _meta_problem(store) is None:
+        return None
+    moved = None
+    if os.path.exists(store.meta_path):
+        moved = S.move_aside(store.meta_path)
+    copies = [c for c in S.aside_files(store.path) if c.startswith(S.META_FILE + ".corrupt-")]
+    for rel in reversed(copies):
+        with open(os.path.join(store.path, rel), "rb") as handle:
+            found = _SCHEMA_RE.search(handle.read())
+        if found and int(found.group(1)) <= SCHEMA_VERSION:
+            store._write_meta({"schema": int(found.group(1)), "created": S.utc_now(), "migrations": [],
+                               "repaired": {"time": S.utc_now(), "from": rel}})
+            S.mark_repaired(os.path.join(store.path, rel))
+            return {"file": S.META_FILE, "moved_to": moved, "from": rel, "recovered": ["schema %d" % int(found.group(1))],
+                    "already_there": [], "dropped": []}
+    raise MemoryStoreError("meta.json is corrupt or missing and no copy of it names a schema number (%s): restore it "
+                           "or write {\"schema\": %d} into %s" % (", ".join(copies) or "no copies", SCHEMA_VERSION,
+                                                                   store.meta_path))
+
+
+def repair(path: str, lock_timeout: float = DEFAULT_LOCK_TIMEOUT) -> dict:
+    """Rebuild every corrupt table of the store at ``path`` from what parses (issue 19 item 6).
+
+    Under the store's lock: a corrupt meta.json is rebuilt from the schema number it still
+    names; every corrupt table file is moved aside (``<file>.corrupt-<UTC>``, as a run does);
+    then every moved-aside copy not yet repaired -- the ones just moved and the ones a run
+    moved earlier, which is the usual case: the run started a fresh table and kept working --
+    is scanned (:func:`store.recover_tinydb`) and its whole documents are written back into
+    the live table (:func:`_recover_into`), in one transaction with the store's atomic writes.
+    The copy is then renamed ``<copy>.repaired``: its bytes stay, a second repair does nothing.
+
+    Returns {"path", "repaired": [{"file", "moved_to", "from", "recovered": [doc ids],
+    "already_there": [doc ids], "dropped": [{"table", "id", "start", "end", "why"}]}],
+    "problems": [text]} -- problems: what could not be repaired (a copy in which no document
+    of its table parses is left as it is). Raises MemoryStoreError (no store, lock, I/O, a
+    meta.json with no schema to be found).
+    """
+    full = _abspath(path)
+    if not os.path.isdir(full):
+        raise MemoryStoreError("no memory store at %s" % full)
+    store = MemoryStore(full, lock_timeout=lock_timeout)
+    repaired, problems = [], []
+    with store.locked():
+        meta = _repair_meta(store)
+    if meta:
+        repaired.append(meta)
+    moved = {to for _table, to, _why in store.move_corrupt_aside() if to}
+    with store.transaction() as tx:
+        for run in tx.attempt_runs():
+            try:
+                tx.attempts(run)
+            except MemoryCorrupt as exc:
+                moved.add(exc.moved_to or "")
+        for rel in S.aside_files(full):
+            if rel.startswith(S.META_FILE + "."):
+                continue
+            name, run_id = _aside_table(rel)
+            copy = os.path.join(full, rel)
+            with open(copy, "rb") as handle:
+                recovery = S.recover_tinydb(handle.read())
+            if name not in recovery.tables:
+                problems.append("%s: no document of table %r parses (%s); left as it is" % (
+                    rel, name, "; ".join(d["why"] for d in recovery.dropped) or "no table in it"))
+                continue
+            table = tx.attempts(run_id) if run_id else getattr(tx, name)
+            done = _recover_into(table, name, recovery)
+            S.mark_repaired(copy)
+            original = os.path.join(full, rel.split(".corrupt-", 1)[0])
+            repaired.append(dict(done, file=os.path.relpath(original, full), moved_to=copy if copy in moved else None,
+                                 **{"from": rel}))
+    return {"path": full, "repaired": repaired, "problems": problems}

@@ -13,9 +13,13 @@ Modes (``scapforge_memory_mode``, seed 002): ``off`` (no session), ``shadow`` (s
 log what would have been shown or decided; the prompts and the run do not change),
 ``inject`` (the block goes into the Architect's and the Worker's prompts and decisions act).
 
-Memory must never cost a run: every store error (a corrupt table moved aside, a lock
-timeout), and any other exception of the memory code, is a ``memory_error`` event and turns
-the session off for the rest of the run.
+Memory must never cost a run, and must not fail in silence (issue 19 item 6). A corrupt
+table is moved aside once (``<file>.corrupt-<UTC>``, bytes kept for ``tools/lessons.py
+repair``), a fresh table is started and the operation is tried again: the session is
+``degraded`` (a ``memory_degraded`` event, a console line, the host report's reason), and new
+lessons are kept. Any other store error (a lock timeout, a corrupt meta.json, which leaves the
+schema unknown, a table corrupt again at once), and any other exception of the memory code, is
+a ``memory_error`` event and turns the session ``off`` for the rest of the run.
 """
 
 from __future__ import annotations
@@ -24,9 +28,18 @@ import typing as t
 
 from ansible_collections.scapforge.remediation.plugins.plugin_utils import safety
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.memory import learning, lessons, selection
-from ansible_collections.scapforge.remediation.plugins.plugin_utils.memory.store import MemoryStore
+from ansible_collections.scapforge.remediation.plugins.plugin_utils.memory.errors import MemoryCorrupt
+from ansible_collections.scapforge.remediation.plugins.plugin_utils.memory.store import MemoryStore, aside_files, table_file
 
 MODES = ("off", "shadow", "inject")
+#: the host report's ``memory.state``: on (working), degraded (working, after a corrupt table was moved aside
+#: and a fresh one started: ``reason`` says which and where to), off (mode off, or the store cannot be used).
+STATES = ("on", "degraded", "off")
+
+
+def disabled(reason: str = "scapforge_memory_mode is off") -> dict:
+    """The host report's ``memory`` block of a host that ran without a session."""
+    return {"state": "off", "reason": reason, "shown": 0, "created": 0, "reinforced": 0, "retired": 0}
 
 
 class MemorySession:
@@ -35,7 +48,8 @@ class MemorySession:
     store: a ``MemoryStore``; mode: ``shadow`` or ``inject``; retry: work rules memory would
     classify (``scapforge_memory_retry``); fingerprint: ``lessons.fingerprint`` of the host;
     skill, run_id, host: where lessons and usage rows come from; events: the run's EventLog.
-    ``counts`` is the host report's ``memory``: shown, created, reinforced, retired.
+    ``counts``: shown, created, reinforced, retired; :meth:`close` adds ``state`` and ``reason``
+    (``STATES``) for the host report's ``memory`` block.
     """
 
     def __init__(self, store: MemoryStore, mode: str, retry: bool, fingerprint: dict, skill: str, run_id: str,
@@ -49,6 +63,7 @@ class MemorySession:
         self.host = host
         self.events = events
         self.broken: str | None = None
+        self.degraded: list[str] = []
         self._shown: set[str] = set()
         self.counts = {"shown": 0, "created": 0, "reinforced": 0, "retired": 0}
 
@@ -69,10 +84,65 @@ class MemorySession:
     def acting(self) -> bool:
         return self.mode == "inject" and self.broken is None
 
+    @property
+    def state(self) -> str:
+        return "off" if self.broken else "degraded" if self.degraded else "on"
+
+    @property
+    def reason(self) -> str | None:
+        return self.broken or "; ".join(self.degraded) or None
+
+    def _guarded(self, what: str, work: t.Callable[[], t.Any]) -> tuple[bool, t.Any]:
+        """(True, work()) or (False, None) with the session turned off. A corrupt table is
+        healed once (:meth:`_heal`) and ``work`` run again: the store only moves a table
+        aside, it never empties one, so a retry cannot lose what was there."""
+        try:
+            try:
+                return True, work()
+            except MemoryCorrupt as exc:
+                self._heal(what, exc)
+            return True, work()
+        except Exception as exc:  # memory must never cost a run: a bug here turns it off
+            self._fail(what, exc)
+            return False, None
+
+    def _heal(self, what: str, exc: MemoryCorrupt) -> None:
+        """Have the corrupt tables of ``exc`` moved aside (a snapshot moves nothing, so under
+        the lock now) and note each in ``degraded``; raises when the store cannot go on (a
+        corrupt meta.json, moved aside too: the schema is unknown until a person restores it or
+        ``tools/lessons.py repair`` rebuilds it)."""
+        moved = [(exc.table, exc.moved_to, exc.reason)] + [(n, m, "corrupt") for n, m in exc.others]
+        if exc.moved_to is None:
+            moved = [row for row in self.store.move_corrupt_aside() if row[1]]
+        for table, to, why in moved:
+            if table == "meta":
+                raise MemoryCorrupt(table, to, why)
+        if not moved:  # another host's process of this run moved it first
+            copies = [c for c in aside_files(self.store.path) if c.startswith(table_file(exc.table) + ".corrupt-")]
+            moved = [(exc.table, ("%s/%s" % (self.store.path, copies[-1])) if copies else "by another process", exc.reason)]
+        for table, to, why in moved:
+            text = "%s is corrupt (%s); moved to %s; a fresh table was started" % (table_file(table), why, to)
+            self.degraded.append(text)
+            self.events.emit("memory_degraded", during=what, table=table, moved_to=to, reason=text[:500])
+
     def _fail(self, what: str, exc: Exception) -> None:
         self.broken = "%s: %s" % (what, exc)
         self.events.emit("memory_error", during=what, msg=str(exc)[:500], error=type(exc).__name__,
                          table=getattr(exc, "table", None), moved_to=getattr(exc, "moved_to", None))
+
+    def _read(self, what: str, look: t.Callable[[t.Any], t.Any]) -> tuple[bool, t.Any]:
+        """``look(tables)`` on a read-only snapshot, through :meth:`_guarded`."""
+        def work():
+            with self.store.snapshot() as tx:
+                return look(tx)
+        return self._guarded(what, work)
+
+    def _write(self, what: str, change: t.Callable[[t.Any], t.Any]) -> tuple[bool, t.Any]:
+        """``change(tables)`` inside a transaction (the lock), through :meth:`_guarded`."""
+        def work():
+            with self.store.transaction() as tx:
+                return change(tx)
+        return self._guarded(what, work)
 
     # ------------------------------------------------------------------ before a rule
     def decide(self, rule_id: str, category: str, llm: bool, tasks_sha: str | None = None) -> selection.Decision | None:
@@ -80,14 +150,9 @@ class MemorySession:
         of mode ``act``; None in shadow mode (the would-be decision is only an event)."""
         if self.broken:
             return None
-        try:
-            with self.store.snapshot() as tx:
-                decision = selection.decide(tx.lessons, rule_id, self.fingerprint, retry=self.retry, llm=llm,
-                                            tasks_sha=tasks_sha)
-        except Exception as exc:  # memory must never cost a run: a bug here turns it off
-            self._fail("decide", exc)
-            return None
-        if decision is None:
+        ok, decision = self._read("decide", lambda tx: selection.decide(tx.lessons, rule_id, self.fingerprint,
+                                                                          retry=self.retry, llm=llm, tasks_sha=tasks_sha))
+        if not ok or decision is None:
             return None
         short = safety.short_rule_id(rule_id)
         self.events.emit("memory_decision", rule=short, action=decision.action, lesson=decision.lesson,
@@ -102,15 +167,11 @@ class MemorySession:
         shadow mode (the selection is still logged) or when nothing is selected."""
         if self.broken:
             return None, []
-        try:
-            with self.store.snapshot() as tx:
-                chosen = selection.select(tx.lessons, rule_id, category, self.skill, self.fingerprint)
-        except Exception as exc:  # memory must never cost a run: a bug here turns it off
-            self._fail("select", exc)
+        ok, chosen = self._read("select", lambda tx: selection.select(tx.lessons, rule_id, category, self.skill,
+                                                                      self.fingerprint))
+        if not ok or not chosen:
             return None, []
         ids = [doc["id"] for doc in chosen]
-        if not chosen:
-            return None, []
         self.events.emit("memory_selected", rule=safety.short_rule_id(rule_id), lessons=ids, mode=self.mode)
         return (selection.render(chosen) if self.mode == "inject" else None), ids
 
@@ -120,11 +181,9 @@ class MemorySession:
         with ``followed`` judged from the tasks it ran (None when nothing ran)."""
         if self.broken or not lesson_ids:
             return
-        try:
-            with self.store.snapshot() as tx:
-                docs = [doc for doc in tx.lessons.all() if doc.get("id") in set(lesson_ids)]
-        except Exception as exc:  # memory must never cost a run: a bug here turns it off
-            self._fail("usage", exc)
+        wanted = set(lesson_ids)
+        ok, docs = self._read("usage", lambda tx: [doc for doc in tx.lessons.all() if doc.get("id") in wanted])
+        if not ok:
             return
         self._log(docs, safety.short_rule_id(rule_id), category, attempt,
                   "inject" if self.mode == "inject" else "shadow", executed_tasks=executed_tasks)
@@ -133,13 +192,8 @@ class MemorySession:
              directive: bool | None = None) -> None:
         rows = learning.usage_rows(docs, self.run_id, self.host, short, category, attempt, mode,
                                    executed_tasks=executed_tasks, directive=directive)
-        try:
-            with self.store.transaction() as tx:
-                learning.log_usage(tx.usage, rows)
-        except Exception as exc:  # memory must never cost a run: a bug here turns it off
-            self._fail("usage", exc)
-            return
-        if mode in ("inject", "act"):
+        ok, _none = self._write("usage", lambda tx: learning.log_usage(tx.usage, rows))
+        if ok and mode in ("inject", "act"):
             self._shown.update(doc["id"] for doc in docs)
             self.counts["shown"] = len(self._shown)
 
@@ -155,16 +209,18 @@ class MemorySession:
             return {}
         short = rule_entry["rule"]
         report = {"host": self.host, "run_id": self.run_id, "rules": {short: rule_entry}}
-        try:
+
+        def change(tx):
             candidates = lessons.extract(report, {short: attempt_records}, self.fingerprint, self.skill,
                                          run_id=self.run_id, host=self.host)
-            with self.store.transaction() as tx:
-                made = lessons.record(tx.lessons, tx.evidence, candidates)
-                done = learning.reinforce(tx.lessons, tx.usage, tx.evidence, self.run_id, self.host, short,
-                                          rule_entry["outcome"], rule_entry["reason"], from_memory=from_memory)
-        except Exception as exc:  # memory must never cost a run: a bug here turns it off
-            self._fail("learn", exc)
+            made = lessons.record(tx.lessons, tx.evidence, candidates)
+            done = learning.reinforce(tx.lessons, tx.usage, tx.evidence, self.run_id, self.host, short,
+                                      rule_entry["outcome"], rule_entry["reason"], from_memory=from_memory)
+            return made, done
+        ok, got = self._write("learn", change)
+        if not ok:
             return {}
+        made, done = got
         self.counts["created"] += len(made.get("created") or [])
         self.counts["reinforced"] += len(done.get("reinforced") or [])
         result = dict(made, **done)
@@ -173,15 +229,15 @@ class MemorySession:
         return result
 
     def close(self) -> dict:
-        """The dream pass over the store (category credit, retirement); returns ``counts``."""
+        """The dream pass over the store (category credit, retirement); returns the host
+        report's ``memory`` block: ``counts`` with ``state`` and ``reason`` (and ``error``, the
+        same text as ``reason``, when the session is off)."""
+        if not self.broken:
+            ok, dreamt = self._write("dream", lambda tx: learning.dream(tx.lessons, tx.usage))
+            if ok:
+                self.counts["retired"] = len(dreamt.get("retired") or [])
+                self.events.emit("memory_dream", categories=dreamt.get("categories"), retired=dreamt.get("retired"))
+        block = dict(self.counts, state=self.state, reason=self.reason)
         if self.broken:
-            return dict(self.counts, error=self.broken)
-        try:
-            with self.store.transaction() as tx:
-                dreamt = learning.dream(tx.lessons, tx.usage)
-        except Exception as exc:  # memory must never cost a run: a bug here turns it off
-            self._fail("dream", exc)
-            return dict(self.counts, error=self.broken)
-        self.counts["retired"] = len(dreamt.get("retired") or [])
-        self.events.emit("memory_dream", categories=dreamt.get("categories"), retired=dreamt.get("retired"))
-        return dict(self.counts)
+            block["error"] = self.broken
+        return block

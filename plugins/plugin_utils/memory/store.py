@@ -10,6 +10,8 @@ Layout of ``<path>`` (default ``~/.scapforge/memory``; directory mode 0700, file
     attempts/<run_id>.json   the attempts of one run, table "attempts"
     .lock                    the inter-process lock (filelock)
     <file>.corrupt-<UTC>     a corrupt table moved aside (never deleted by this code)
+    <file>.corrupt-<UTC>.repaired   such a copy once ``tools/lessons.py repair`` recovered its
+                             whole documents into the live table (kept, never deleted)
     backup-<from>-<UTC>/     copy of the files taken before migrating from schema <from>
 
 One file per table, and attempts split per run, because TinyDB rewrites a whole file on every
@@ -76,6 +78,8 @@ DIR_MODE = 0o700
 # A run id becomes a file name: no separators, no leading dot (temp and lock files start with one).
 RUN_ID_RE = re.compile(r'^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$')
 _TMP_SUFFIX = '.tmp'
+#: appended to a moved-aside copy once ``tools/lessons.py repair`` has recovered what it holds.
+REPAIRED_SUFFIX = '.repaired'
 
 
 def _utc_stamp() -> str:
@@ -199,7 +203,7 @@ def _parse_tinydb(raw: bytes) -> dict:
     return data
 
 
-def _move_aside(path: str) -> str:
+def move_aside(path: str) -> str:
     """Rename a corrupt file to ``<path>.corrupt-<UTC>`` (bytes intact, never deleted) and
     return the new absolute path."""
     base = '%s.corrupt-%s' % (path, _utc_stamp())
@@ -214,6 +218,163 @@ def _move_aside(path: str) -> str:
         raise MemoryStoreError('memory file %s is corrupt and could not be moved aside: %s'
                                % (path, e)) from e
     return os.path.abspath(target)
+
+
+def file_problem(path: str) -> str | None:
+    """Why the table file at ``path`` cannot be used ("is corrupt (...)", "cannot be read: ..."),
+    None when it is whole or absent. Reads only (``tools/lessons.py doctor``)."""
+    try:
+        raw = _read_bytes(path)
+        if raw is not None:
+            _parse_tinydb(raw)
+    except MemoryStoreError as e:
+        return 'cannot be read: %s' % e
+    except _CorruptFile as e:
+        return 'is corrupt (%s)' % e
+    return None
+
+
+def mark_repaired(path: str) -> str:
+    """Rename a moved-aside copy whose documents were recovered to ``<copy>.repaired`` (bytes
+    kept; :func:`aside_files` no longer lists it) and return the new path."""
+    target = path + REPAIRED_SUFFIX
+    try:
+        os.rename(path, target)
+        _fsync_dir(os.path.dirname(target))
+    except OSError as e:
+        raise MemoryStoreError('cannot mark %s repaired: %s' % (path, e)) from e
+    return target
+
+
+def table_file(table: str) -> str:
+    """The file of a table name as MemoryCorrupt names it, relative to the store:
+    ``lessons`` -> ``lessons.json``, ``attempts/R1`` -> ``attempts/R1.json``, ``meta`` -> ``meta.json``."""
+    return table + '.json'
+
+
+def aside_files(path: str) -> list[str]:
+    """The moved-aside copies (``<file>.corrupt-<UTC>``, not yet ``.repaired``) in the store
+    at ``path`` and its attempts directory, as paths relative to ``path``, sorted."""
+    found = []
+    for rel in ('', ATTEMPTS_DIR):
+        try:
+            names = os.listdir(os.path.join(path, rel))
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        found += [os.path.join(rel, n) for n in names if '.json.corrupt-' in n and not n.endswith(REPAIRED_SUFFIX)]
+    return sorted(found)
+
+
+class _Cut(ScapforgeError):
+    """Internal to :func:`recover_tinydb`: the text stops making sense at ``pos``."""
+
+    kind = 'recovery_cut'
+
+    def __init__(self, pos: int, why: str):
+        super().__init__(why)
+        self.pos = pos
+        self.why = why
+
+
+class Recovery(t.NamedTuple):
+    """What :func:`recover_tinydb` kept and dropped.
+
+    tables: {table name: {doc id: document}} of every whole document, in file order.
+    dropped: one dict per piece not kept, {"table", "id" (None when not known), "start",
+      "end" (byte offsets in the file), "why"}; nothing is left out of both.
+    """
+
+    tables: dict
+    dropped: list
+
+
+def _skip_ws(text: str, pos: int) -> int:
+    while pos < len(text) and text[pos] in ' \t\r\n':
+        pos += 1
+    return pos
+
+
+def _expect(text: str, pos: int, char: str) -> int:
+    """The position after ``char`` at ``pos`` (whitespace first skipped), or _Cut."""
+    pos = _skip_ws(text, pos)
+    if not text.startswith(char, pos):
+        raise _Cut(pos, 'expected %r, found %s' % (char, repr(text[pos:pos + 20]) if pos < len(text) else 'the end of the file'))
+    return pos + 1
+
+
+def _decode(decoder: json.JSONDecoder, text: str, pos: int, want: type) -> tuple[t.Any, int]:
+    pos = _skip_ws(text, pos)
+    try:
+        value, end = decoder.raw_decode(text, pos)
+    except ValueError as e:
+        raise _Cut(pos, 'cut off or invalid JSON: %s' % e) from None
+    if not isinstance(value, want):
+        raise _Cut(pos, 'a %s where a %s belongs' % (type(value).__name__, want.__name__))
+    return value, end
+
+
+def _recover_table(decoder: json.JSONDecoder, text: str, pos: int, name: str, out: Recovery) -> int:
+    """Scan one table's ``{"<id>": {...}, ...}`` from ``pos`` (after its ``{``) into ``out``; the
+    position after its ``}``. A document that is whole JSON but not ``"<int id>": {...}`` is
+    dropped and the scan goes on; anything cut raises _Cut with the table and id in ``out``."""
+    docs = out.tables.setdefault(name, {})
+    first = True
+    while True:
+        pos = _skip_ws(text, pos)
+        if text.startswith('}', pos):
+            return pos + 1
+        if not first:
+            pos = _expect(text, pos, ',')
+        first = False
+        start = _skip_ws(text, pos)
+        out.dropped.append({'table': name, 'id': None, 'start': start, 'end': None, 'why': None})  # until whole
+        doc_id, pos = _decode(decoder, text, start, str)
+        out.dropped[-1]['id'] = doc_id
+        pos = _expect(text, pos, ':')
+        doc, pos = _decode(decoder, text, pos, object)
+        if doc_id.isdigit() and isinstance(doc, dict):
+            out.dropped.pop()
+            docs[doc_id] = doc
+        else:
+            out.dropped[-1].update(end=pos, why='not {"<int id>": {...}}')
+
+
+def recover_tinydb(raw: bytes) -> Recovery:
+    """The documents of a damaged TinyDB file ``{"<table>": {"<id>": {...}, ...}, ...}`` that
+    are whole, read in file order with ``json.JSONDecoder.raw_decode`` one document at a time,
+    and what was not kept. The scan stops at the first place the text stops making sense (a
+    truncated file: the document cut in the middle and everything after it is one dropped
+    range); nothing after that point is guessed at. Offsets are bytes (the store writes ASCII)."""
+    text = raw.decode('utf-8', errors='replace')
+    out = Recovery({}, [])
+    decoder = json.JSONDecoder()
+    pos, name = 0, None
+    try:
+        pos = _expect(text, pos, '{')
+        first = True
+        while True:
+            pos = _skip_ws(text, pos)
+            if text.startswith('}', pos):
+                pos += 1
+                break
+            if not first:
+                pos = _expect(text, pos, ',')
+            first = False
+            name, pos = _decode(decoder, text, pos, str)
+            pos = _expect(text, _expect(text, pos, ':'), '{')
+            pos = _recover_table(decoder, text, pos, name, out)
+    except _Cut as cut:
+        pending = out.dropped and out.dropped[-1]['why'] is None
+        if not pending:
+            out.dropped.append({'table': name, 'id': None, 'start': cut.pos, 'end': None, 'why': None})
+        out.dropped[-1].update(end=len(text), why=cut.why)
+    else:
+        pos = _skip_ws(text, pos)
+        if pos < len(text):
+            out.dropped.append({'table': None, 'id': None, 'start': pos, 'end': len(text), 'why': 'data after the end of the file\'s object'})
+    for row in out.dropped:  # characters -> bytes (equal for the ASCII this store writes)
+        row['start'], row['end'] = len(text[:row['start']].encode('utf-8')), len(text[:row['end']].encode('utf-8'))
+    return out
 
 
 class AtomicJSONStorage(Storage):
@@ -330,7 +491,7 @@ class Transaction:
         try:
             return self._open(name, file_path), None
         except _CorruptFile as e:
-            moved = None if self.read_only else _move_aside(file_path)
+            moved = None if self.read_only else move_aside(file_path)
             return None, (name, moved, str(e))
 
     def _open_tables(self) -> None:
@@ -449,6 +610,21 @@ class MemoryStore:
           MemorySchemaError: the store's schema is newer than SCHEMA_VERSION, unknown, or a
             migration failed (its backup directory is named).
         """
+        with self.locked(timeout):
+            self._check_schema()
+            tx = Transaction(self.path, read_only=False, validated=self._validated)
+            try:
+                tx._open_tables()
+                yield tx
+            finally:
+                tx.close()
+
+    @contextlib.contextmanager
+    def locked(self, timeout: float | None = None) -> t.Iterator[None]:
+        """``with store.locked():`` -- the store's lock alone, without the schema check or the
+        tables (what :meth:`transaction` takes first; ``tools/lessons.py repair`` writes a
+        rebuilt meta.json under it). Removes temp files left by killed writers. Raises
+        MemoryStoreError as :meth:`transaction` does for the lock."""
         # Keyed by pid: a child forked inside a transaction waits for the lock like anyone.
         if getattr(self._local, 'held', None) == os.getpid():
             raise MemoryStoreError('nested memory transaction on %s (the lock is not '
@@ -464,18 +640,33 @@ class MemoryStore:
         except OSError as e:
             raise MemoryStoreError('memory store lock %s: %s' % (self.lock_path, e)) from e
         self._local.held = os.getpid()
-        tx = None
         try:
             self._remove_stale_temp_files()
-            self._check_schema()
-            tx = Transaction(self.path, read_only=False, validated=self._validated)
-            tx._open_tables()
-            yield tx
+            yield
         finally:
-            if tx is not None:
-                tx.close()
             self._local.held = None
             lock.release()
+
+    def move_corrupt_aside(self, timeout: float | None = None) -> list[tuple[str, str, str]]:
+        """Move every corrupt file of the store aside now, under the lock, and say which:
+        [(table, moved_to, reason)], [] when every file is whole.
+
+        What a transaction does when it opens the tables, repeated until one opens cleanly,
+        so that a reader that met a corrupt table (a snapshot moves nothing) can have it moved
+        aside once and go on with a fresh, empty table. A corrupt meta.json is moved aside and
+        the list ends there: the next transaction refuses the store (schema unknown). The
+        attempts files are not opened here (a transaction moves them when it opens them)."""
+        found: list[tuple[str, str, str]] = []
+        for _round in range(len(TABLES) + 2):  # each round moves at least one file away
+            try:
+                with self.transaction(timeout):
+                    return found
+            except MemoryCorrupt as e:
+                found.append((e.table, e.moved_to or '', e.reason))
+                found.extend((name, moved or '', 'corrupt (found with %s)' % e.table) for name, moved in e.others)
+                if e.table == 'meta':
+                    return found
+        return found
 
     @contextlib.contextmanager
     def snapshot(self) -> t.Iterator[Transaction]:
@@ -537,7 +728,7 @@ class MemoryStore:
             if not isinstance(schema, int) or isinstance(schema, bool) or schema < 0:
                 raise _CorruptFile('no integer "schema" >= 0')
         except _CorruptFile as e:
-            moved = _move_aside(self.meta_path) if move_corrupt else None
+            moved = move_aside(self.meta_path) if move_corrupt else None
             raise MemoryCorrupt('meta', moved, str(e)) from None
         return meta
 

@@ -1,9 +1,12 @@
 """The loop's memory session over a real store: learn, decide, select, and never cost a run."""
 
+import os
+import re
+
 import pytest
 
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.events import EventLog, read_events
-from ansible_collections.scapforge.remediation.plugins.plugin_utils.memory.session import MemorySession
+from ansible_collections.scapforge.remediation.plugins.plugin_utils.memory.session import MemorySession, disabled
 
 FACTS = {"distribution": "Debian", "distribution_major_version": "12", "distribution_version": "12.8",
          "virtualization_role": "guest", "virtualization_type": "systemd-nspawn", "os_family": "Debian"}
@@ -45,14 +48,70 @@ def test_a_caution_learnt_in_one_run_decides_the_next(tmp_path):
     assert logged and logged[0]["data"]["applied"] is True
 
 
-def test_a_corrupt_store_turns_memory_off_and_the_run_goes_on(tmp_path):
+TRUNCATED = '{"lessons": {"1": {"id": "L'
+CUT = "invalid JSON: Unterminated string starting at: line 1 column 26 (char 25)"
+
+
+def aside(store):
+    return sorted(n for n in os.listdir(store) if ".corrupt-" in n)
+
+
+def test_a_truncated_lessons_table_is_moved_aside_once_and_memory_goes_on_degraded(tmp_path):
+    """Issue 19 item 6: a truncated lessons.json during a run is moved aside once, a fresh table
+    keeps the new lessons, the session says degraded with the file and where it went, and a
+    second run finds nothing to move."""
+    store = tmp_path / "store"
+    first, _events = session(tmp_path, "R1")
+    assert first.learn(ENTRY, [], from_memory=False)["created"]
+    (store / "lessons.json").write_text(TRUNCATED)
+    second, events = session(tmp_path, "R2")
+    assert second.decide(RULE, "kernel", llm=False) is None  # the lesson went aside with its table
+    (moved,) = aside(store)
+    assert re.fullmatch(r"lessons\.json\.corrupt-\d{8}T\d{6}\.\d{6}Z", moved)
+    assert (store / moved).read_text() == TRUNCATED  # bytes kept for tools/lessons.py repair
+    reason = "lessons.json is corrupt (%s); moved to %s; a fresh table was started" % (CUT, store / moved)
+    assert (second.state, second.reason, second.broken) == ("degraded", reason, None)
+    made = second.learn(ENTRY, [], from_memory=False)
+    assert made["created"] and made["created"][0] in (store / "lessons.json").read_text()  # new lessons kept
+    block = second.close()
+    assert block == {"shown": 0, "created": 1, "reinforced": 0, "retired": 0, "state": "degraded", "reason": reason}
+    logged = [e["data"] for e in read_events(events.path) if e["event"] in ("memory_degraded", "memory_error")]
+    assert logged == [{"during": "decide", "table": "lessons", "moved_to": str(store / moved), "reason": reason}]
+    third, events = session(tmp_path, "R3")
+    assert third.decide(RULE, "kernel", llm=False).lesson == made["created"][0]
+    assert (third.close()["state"], third.reason, aside(store)) == ("on", None, [moved])  # nothing more to move
+    assert not [e for e in read_events(events.path) if e["event"] in ("memory_degraded", "memory_error")]
+
+
+def test_a_table_a_transaction_finds_corrupt_is_named_with_its_moved_to_path(tmp_path):
+    store = tmp_path / "store"
     first, _events = session(tmp_path, "R1")
     first.learn(ENTRY, [], from_memory=False)
-    (tmp_path / "store" / "lessons.json").write_text('{"lessons": {"1": {"id": "L')
+    (store / "evidence.json").write_text("[1, 2")
+    second, _events = session(tmp_path, "R2")
+    assert second.learn(ENTRY, [], from_memory=False)["supported"]  # the lesson stays, its evidence starts anew
+    (moved,) = aside(store)
+    assert second.state == "degraded"
+    assert second.reason == ("evidence.json is corrupt (invalid JSON: Expecting ',' delimiter: line 1 column 6 (char 5)); "
+                             "moved to %s; a fresh table was started" % (store / moved))
+
+
+def test_a_corrupt_meta_turns_memory_off_and_the_run_goes_on(tmp_path):
+    """The store cannot be used at all (its schema is unknown): off, with the reason."""
+    first, _events = session(tmp_path, "R1")
+    first.learn(ENTRY, [], from_memory=False)
+    (tmp_path / "store" / "meta.json").write_text("{")
     second, events = session(tmp_path, "R2")
     assert second.decide(RULE, "kernel", llm=False) is None
-    assert second.broken and "lessons" in second.broken
+    assert second.state == "off" and second.broken.startswith("decide: memory table 'meta' is corrupt")
     assert second.learn(ENTRY, [], from_memory=False) == {}
-    assert second.close()["error"] == second.broken
+    block = second.close()
+    assert (block["state"], block["reason"], block["error"]) == ("off", second.broken, second.broken)
     errors = [e["data"] for e in read_events(events.path) if e["event"] == "memory_error"]
-    assert len(errors) == 1 and errors[0]["table"] == "lessons" and errors[0]["moved_to"] is None
+    assert len(errors) == 1 and errors[0]["table"] == "meta" and errors[0]["moved_to"].startswith(str(tmp_path / "store"))
+    assert aside(tmp_path / "store") == [os.path.basename(errors[0]["moved_to"])]
+
+
+def test_a_host_without_a_session_reports_memory_off():
+    assert disabled() == {"state": "off", "reason": "scapforge_memory_mode is off", "shown": 0, "created": 0,
+                          "reinforced": 0, "retired": 0}
