@@ -41,8 +41,7 @@ def main(argv):
         print("  regressions: %s" % (report.get("regressions") or "none"))
         print("  picked up by the rescan: %d" % len(report.get("picked_up_by_rescan", [])))
         glance = host_summary.glance(report)
-        print("  left for a human: %d of the %d rules failing at the end" % (glance["left_for_human"],
-                                                                           glance["final_fail"]))
+        print("  left for a human: %d of the %d rules failing at the end" % (glance["left_for_human"], glance["final_fail"]))
         for bucket, rules in glance["buckets"].items():
             print("  %4d  %s" % (len(rules), bucket.replace("_", " ")))
         memory = report.get("memory")
@@ -56,8 +55,8 @@ def main(argv):
             if decided:
                 print("  decided from memory (zero attempts): %d rules" % decided)
         if report.get("llm"):
-            print("  llm: %s (%s), %d tokens" % (report["llm"].get("model"), report["llm"].get("endpoint"),
-                                                report["llm"].get("tokens", 0)))
+            llm = report["llm"]
+            print("  llm: %s (%s), %d tokens" % (llm.get("model"), llm.get("endpoint"), llm.get("tokens", 0)))
         if report.get("stopped"):
             print("  STOPPED: %s" % report["stopped"])
     for host in summary.get("without_report", []):

@@ -150,8 +150,10 @@ class MemorySession:
         of mode ``act``; None in shadow mode (the would-be decision is only an event)."""
         if self.broken:
             return None
-        ok, decision = self._read("decide", lambda tx: selection.decide(tx.lessons, rule_id, self.fingerprint,
-                                                                          retry=self.retry, llm=llm, tasks_sha=tasks_sha))
+
+        def decide(tx):
+            return selection.decide(tx.lessons, rule_id, self.fingerprint, retry=self.retry, llm=llm, tasks_sha=tasks_sha)
+        ok, decision = self._read("decide", decide)
         if not ok or decision is None:
             return None
         short = safety.short_rule_id(rule_id)

@@ -16,7 +16,7 @@ from ansible_collections.scapforge.remediation.plugins.plugin_utils.memory.store
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))))
 PYTHON = os.path.join(ROOT, ".venv", "bin", "python")
 CLI = os.path.join(ROOT, "tools", "lessons.py")
-LESSONS = [{"id": "LA", "n": 1}, {"id": "LB", "n": 2}, {"id": "LC", "n": 3}]
+LESSONS = ({"id": "LA", "n": 1}, {"id": "LB", "n": 2}, {"id": "LC", "n": 3})
 # what the store writes for LESSONS: {"lessons":{"1":{"id":"LA","n":1},"2":{...},"3":{...}}}, 79 bytes
 WHOLE = b'{"lessons":{"1":{"id":"LA","n":1},"2":{"id":"LB","n":2},"3":{"id":"LC","n":3}}}'
 TRUNCATED = WHOLE[:68]  # cut inside document 3, which starts at byte 56: ...,"3":{"id":"L
@@ -81,8 +81,8 @@ def test_doctor_finds_nothing_in_a_healthy_store_and_names_each_problem(tmp_path
     assert sorted(os.listdir(path)) == [".lock", "attempts", "lessons.json", "meta.json",
                                         "runs.json.corrupt-20261130T000000.000000Z.repaired",
                                         "usage.json.corrupt-20261201T000000.000000Z"]  # doctor moved nothing
-    assert admin.doctor(str(tmp_path / "nope"))["problems"] == [{"file": str(tmp_path / "nope"),
-                                                                  "problem": "no memory store here"}]
+    nope = str(tmp_path / "nope")
+    assert admin.doctor(nope)["problems"] == [{"file": nope, "problem": "no memory store here"}]
 
 
 # ----------------------------------------------------------------------------- repair
