@@ -378,9 +378,9 @@ def _repair_meta(store: MemoryStore) -> dict | None:
             S.mark_repaired(os.path.join(store.path, rel))
             return {"file": S.META_FILE, "moved_to": moved, "from": rel, "recovered": ["schema %d" % int(found.group(1))],
                     "already_there": [], "dropped": []}
-    found = ", ".join(copies) or "no copies"
+    named = ", ".join(copies) or "no copies"
     raise MemoryStoreError("meta.json is corrupt or missing and no copy of it names a schema number (%s): restore it "
-                           "or write {\"schema\": %d} into %s" % (found, SCHEMA_VERSION, store.meta_path))
+                           "or write {\"schema\": %d} into %s" % (named, SCHEMA_VERSION, store.meta_path))
 
 
 def repair(path: str, lock_timeout: float = DEFAULT_LOCK_TIMEOUT) -> dict:
