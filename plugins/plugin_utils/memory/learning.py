@@ -20,6 +20,13 @@ and merging two stores.
 
 Terms, exactly:
 
+- scope of a retrieval (seed 004 follow-aware credit, issue 19 item 5): a usage row counts
+  only for a lesson it is relevant to (:func:`in_scope`): the lesson's rule (``scope.rule``)
+  or a rule its evidence names (``rules``); for a category lesson (no rule) a rule of that
+  category; for a skill-wide lesson (a task-shape cause, a gate refusal) any rule of the skill
+  (every attempt could have followed it); for a caution only the rules its evidence names. A
+  row outside the scope has no success value: being shown elsewhere (selection fills a
+  prompt with same-category lessons) neither rewards, penalises, credits nor retires.
 - success of a retrieval (the "outcome" term): for positive and negative lessons 1 when the
   rule ended ``remediated``, 0 when ``escalated``, none otherwise (skipped, deferred, and the
   escalations that judge no fix: ``llm_error``, ``needs_human``, :data:`NO_FIX_JUDGED`). For a
@@ -150,15 +157,28 @@ def log_usage(usage_table, rows: t.Iterable[t.Mapping]) -> int:
 
 
 # ----------------------------------------------------------------------------- the terms
+def in_scope(lesson: t.Mapping, row: t.Mapping) -> bool:
+    """Whether a usage row's rule is one the lesson is about (module docstring, "scope of a
+    retrieval"): only there could the attempt have followed it, so only there does its
+    outcome say anything about the lesson."""
+    scope = lesson.get("scope") or {}
+    rule = row.get("rule")
+    if scope.get("rule") == rule or rule in (lesson.get("rules") or {}):
+        return True
+    if lesson.get("kind") == L.CAUTION or scope.get("rule"):
+        return False
+    return not scope.get("category") or scope.get("category") == row.get("category")
+
+
 def success(lesson: t.Mapping, row: t.Mapping) -> int | None:
     """The retrieval's outcome term (module docstring): 1, 0 or None."""
     if row.get("mode") not in SHOWN_MODES or row.get("outcome") is None or row.get("from_memory"):
         return None
+    if not in_scope(lesson, row):
+        return None
     if row.get("reason") in NOT_BY_ITS_FIX or row.get("reason") in NO_FIX_JUDGED:
         return None
     if lesson.get("kind") == L.CAUTION:
-        if row.get("rule") not in (lesson.get("rules") or {}):
-            return None
         if row.get("reason") == lesson.get("reason"):
             return 1
         return 0 if row.get("outcome") == outcomes.REMEDIATED else None
@@ -235,7 +255,8 @@ def reinforce(lessons_table, usage_table, evidence_table, run_id: str, host: str
             counts[outcome] = counts.get(outcome, 0) + 1
             new["outcomes"] = counts
             reinforced.append(lesson_id)
-        if (doc.get("status") == L.CANDIDATE and (doc.get("scope") or {}).get("rule") == rule
+        if (doc.get("status") == L.CANDIDATE and doc.get("kind") != L.CAUTION
+                and (doc.get("scope") or {}).get("rule") == rule
                 and outcome == outcomes.REMEDIATED and reason not in NOT_BY_ITS_FIX and not from_memory):
             ev = L.Evidence(lesson=lesson_id, source_kind=L.OUTCOME, source_id="%s/%s/%s" % (run_id, host, rule),
                             run_id=run_id, host=host, time=now, rule=rule, reason=reason,

@@ -11,8 +11,16 @@ Library), and it never carries a model's guess as a fact: Reflector lessons are
 - ``caution``: the environment, not the fix, stops the rule (``environment:<kind>``); ``reason``
   holds the outcome reason to reuse, so the loop can classify such a rule at once. When an
   agent's answer gave the reason (a ``cannot_fix``, or an ESCALATE that named the environment:
-  the rule entry's ``declared_by``), the caution is a ``candidate``: shown to later prompts, never acted on until an observation confirms it.
-  A ``cannot_fix`` attempt is no failure of the rule's fix: it gives no negative lesson.
+  the rule entry's ``declared_by``), the caution is a ``candidate`` scoped to that rule: shown
+  to later prompts, and acted on for that rule alone (``selection.decide``) once its evidence
+  holds ``selection.RULE_CAUTION_SUPPORT`` work items (one: the next run ends the rule at once).
+  A ``cannot_fix`` attempt, or any attempt that ended with an ``environment:<kind>`` reason, is
+  no failure of the rule's fix: it gives no negative and no Reflector lesson.
+
+Only evidence about the rule on the host teaches (issue 19 item 1): an attempt that is an
+event of the loop (:func:`is_event`: an unusable or non-JSON answer, a transport error, a
+budget stop, ``needs_human``, a gate protocol error, a condition of the moment) gives no
+lesson of any kind, whatever its message says.
 
 Scope, which failures are rule-specific (the answer decides what merges across rules):
 
@@ -347,6 +355,14 @@ GATE_PATTERNS: tuple[Pattern, ...] = (
     Pattern("jinja_untrusted", None, "a model-written task contains Jinja ({{{{ }}}} or {{% %}})",
             "the gate refuses templating in model-written tasks: write literal values", code=R.JINJA_UNTRUSTED),
 )
+#: attempt reasons that say what happened to the loop, not to the rule on the host (issue 19
+#: item 1): the endpoint, an agent's word for a person, a budget. Events, never lessons.
+EVENT_REASONS = frozenset({"llm_error", "llm_unavailable", "needs_human", "probe_budget", "attempt_budget",
+                           "rule_time_budget", "rule_token_budget", "run_token_budget", "meta_plateau",
+                           "architect_escalate", "budget", "host_stopped"})
+#: gate codes about the answer's form, not about a task that could run: an answer that is not
+#: YAML or not a task list, a bug of the gate. Events, never lessons (issue 19 item 1).
+PROTOCOL_CODES = frozenset({R.BAD_STRUCTURE, R.PARSE_ERROR, R.GATE_ERROR})
 PATTERNS_BY_SLUG = {p.slug: p for p in PATTERNS + GATE_PATTERNS}
 PATTERNS_BY_CODE = {p.code: p for p in PATTERNS + GATE_PATTERNS if p.code}
 
@@ -390,6 +406,29 @@ def known_cause(message: str | None, refusal: R.Refusal | None = None) -> tuple[
         message = refusal.problem
     hit = match_pattern(message)
     return (hit[0],) + hit[0].texts(hit[1]) if hit is not None else None
+
+
+def is_event(record: t.Any) -> bool:
+    """True when an attempt record holds no evidence about the rule on the host, only an event
+    of the loop (issue 19 item 1: "transport failures, unusable answers, budget stops,
+    needs_human answers, gate protocol errors and conditions of the moment are events, never
+    lessons"), so neither a negative lesson nor a Reflector lesson comes from it.
+
+    Events: a reason of :data:`EVENT_REASONS`; a condition of the moment
+    (``safety.is_transient``); no verdict (nothing was judged); a Worker attempt refused
+    without a gate code (an answer that was not JSON, held neither tasks nor probes, a probe
+    budget, the Reflector's ban: the loop refused its form, no task was judged) or with only
+    :data:`PROTOCOL_CODES`. An ``environment:<kind>`` reason is no event, but it is the
+    environment's verdict, never a failure of the fix: the caution says it (``_Extractor.rule``).
+    A refusal of the content's own fix stays evidence: the same content renders the same tasks.
+    """
+    verdict, reason = _get(record, "verdict") or "", _get(record, "reason") or ""
+    if not verdict or reason in EVENT_REASONS or safety.is_transient(reason):
+        return True
+    if verdict != A.REFUSED or _get(record, "source") == A.VENDOR:
+        return False
+    codes = {str(r.get("code")) for r in _get(record, "gate_refusals") or [] if isinstance(r, dict)}
+    return not codes - PROTOCOL_CODES
 
 
 def first_refusal(record: t.Any) -> R.Refusal | None:
@@ -607,12 +646,14 @@ class _Extractor:
         elif reason.startswith(outcomes.ENVIRONMENT_PREFIX) and not safety.is_transient(reason):
             self.caution(short, reason, records, entry, CANDIDATE if entry.get("declared_by") else CONFIRMED)
         generic_hit: dict[int, Candidate] = {}
-        for record in records:
+        judged = [r for r in records if not is_event(r)
+                  and not str(_get(r, "reason") or "").startswith(outcomes.ENVIRONMENT_PREFIX)]
+        for record in judged:
             number = _get(record, "number")
             cand = self.negative(short, category, record)
             if cand is not None and cand.pattern is not None:
                 generic_hit[number] = cand
-        for record in records:
+        for record in judged:
             self.reflection(short, category, record, records, reason, generic_hit)
 
     def positive(self, short: str, category: str | None, records: list, entry: t.Mapping) -> None:
@@ -641,7 +682,10 @@ class _Extractor:
         cue = cue.format(virt=virt if virt != "none" else "non-virtualised")
         last = next((r for r in reversed(records) if _get(r, "reason") == reason), None)
         detail = "%s: %s" % (reason, entry.get("detail") or (_get(last, "detail") if last is not None else ""))
-        self.add(kind=CAUTION, status=status, scope=self.scope(), cue=cue, action=action, reason=reason,
+        # an agent's word stays with its rule, so its support counts that rule's work items alone
+        # (selection.RULE_CAUTION_SUPPORT); an observation is one lesson for every rule it names
+        scope = self.scope(short, entry.get("category") or None) if status == CANDIDATE else self.scope()
+        self.add(kind=CAUTION, status=status, scope=scope, cue=cue, action=action, reason=reason,
                  evidence=[self.ev(OUTCOME, short, None, detail, _get(last, "source") if last is not None else None,
                                    reason, _get(last, "tasks") if last is not None else None)])
 

@@ -169,6 +169,13 @@ def select(lessons_table, rule: str, category: str | None, skill: str, fingerpri
 
 # ----------------------------------------------------------------------------- deciding
 CLASSIFY, TRY_FIRST, SKIP_VENDOR = "classify", "try_first", "skip_vendor"
+#: work items (a run and a host each; the evidence row key dedupes the rest) at which a
+#: candidate caution scoped to one rule decides for that rule (issue 19 items 1 and 2). An
+#: environment verdict an agent gave with its evidence (a ``cannot_fix`` of kind environment,
+#: an ESCALATE that named the environment) is learnt for that rule on hosts of the same
+#: fingerprint, so the next run ends the rule at once, with zero model calls: one work item.
+#: A candidate of any wider scope never decides; an observed environment is confirmed.
+RULE_CAUTION_SUPPORT = 1
 
 
 @dataclasses.dataclass(frozen=True)
@@ -196,6 +203,17 @@ def _best(docs: t.Iterable[t.Mapping]) -> t.Mapping | None:
     return docs[0] if docs else None
 
 
+def _acts(doc: t.Mapping, rule: str) -> bool:
+    """Whether a lesson may decide for ``rule`` without a model (issue 19 item 2): a confirmed
+    lesson, or a candidate caution scoped to ``rule`` alone whose evidence names the rule in
+    at least :data:`RULE_CAUTION_SUPPORT` work items. Other candidates only inform prompts."""
+    if doc.get("status") == L.CONFIRMED:
+        return True
+    return (doc.get("status") == L.CANDIDATE and doc.get("kind") == L.CAUTION
+            and (doc.get("scope") or {}).get("rule") == rule and rule in (doc.get("rules") or {})
+            and int(doc.get("support") or 0) >= RULE_CAUTION_SUPPORT)
+
+
 def decide(lessons_table, rule: str, fingerprint: t.Mapping, retry: bool = False, llm: bool = False,
            tasks_sha: str | None = None) -> Decision | None:
     """Act on confirmed lessons without a model; None when memory has nothing to act on.
@@ -204,7 +222,9 @@ def decide(lessons_table, rule: str, fingerprint: t.Mapping, retry: bool = False
     the rule as if nothing were known, except trying proven tasks first); llm: a Worker is
     available; tasks_sha: :func:`lessons.tasks_sha` of the content's fix about to run (when
     given, a known vendor failure counts only for the same tasks: another profile's XCCDF
-    Values render other tasks). Only confirmed lessons of this fingerprint count. In order:
+    Values render other tasks). Only confirmed lessons of this fingerprint count, and a
+    candidate caution scoped to this rule with :data:`RULE_CAUTION_SUPPORT` work items of
+    evidence (an agent's environment verdict for this rule, :func:`_acts`). In order:
 
     1. a positive lesson for this rule with tasks -> ``try_first`` (a proven pass outranks a
        caution: it shows the caution wrong for this rule);
@@ -217,9 +237,10 @@ def decide(lessons_table, rule: str, fingerprint: t.Mapping, retry: bool = False
     """
     rule = safety.short_rule_id(rule)
     q = Query()
-    found = lessons_table.search((q.status == L.CONFIRMED) & q.fingerprint.test(L.same_fingerprint, fingerprint))
-    docs = [d for d in found
-            if (d.get("scope") or {}).get("rule") == rule or rule in (d.get("rules") or {})]
+    found = lessons_table.search(q.status.one_of([L.CONFIRMED, L.CANDIDATE])
+                                 & q.fingerprint.test(L.same_fingerprint, fingerprint))
+    docs = [d for d in found if ((d.get("scope") or {}).get("rule") == rule or rule in (d.get("rules") or {}))
+            and _acts(d, rule)]
     proven = _best(d for d in docs if d.get("kind") == L.POSITIVE and d.get("tasks")
                    and (d.get("scope") or {}).get("rule") == rule)
     if proven is not None:

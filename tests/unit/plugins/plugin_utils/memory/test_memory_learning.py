@@ -231,6 +231,51 @@ def test_dream_pass_category_credit_and_retirement_by_hand():
     assert G.dream(s.lessons, s.usage)["retired"] == []
 
 
+def test_a_lesson_shown_out_of_its_scope_is_neither_credited_nor_penalised_nor_retired():
+    """Issue 19, seen 2 and item 5: package_audit_installed's verified fix, shown (selection
+    fills prompts with same-category lessons) at four audit-rule attempts that could not have
+    followed it, keeps its weight and status; only its own rule's outcome counts.
+
+    By hand: weight 0.5; the 4 audit_rules_* items are outside its scope (rule
+    package_audit_installed, not named by its evidence): no success value, no reinforcement,
+    no usage value. The one in-scope item (package_audit_installed remediated, followed): +0.1
+    -> 0.6, value 1 x 1.0 x 1.0 = 1.0, utility 1.0 over 1 outcome (< 3: never retired anyway).
+    Before issue 19 the four escalations counted: weight 0.5 - 4 x 0.05 = 0.3 then + 0.1 = 0.4,
+    utility (0 x 4 + 1.0) / 5 = 0.2 < 0.3 with 5 outcomes: retired."""
+    s = store()
+    s.lessons.insert(mk("PKG", "positive", rule="package_audit_installed", category="audit",
+                        rules={"package_audit_installed": {"reason": "verified"}}))
+    for n, rule in enumerate(("audit_rules_immutable", "audit_rules_login_events", "audit_rules_mac_modification",
+                              "audit_rules_time_stime")):
+        show(s, lesson(s, "PKG"), "o%02d" % n, rule, "audit", "escalated", "fix_ineffective", followed=False)
+    assert lesson(s, "PKG")["weight"] == 0.5 and lesson(s, "PKG")["outcomes"] == {"remediated": 0, "escalated": 0}
+    assert [G.in_scope(lesson(s, "PKG"), {"rule": r, "category": "audit"})
+            for r in ("audit_rules_immutable", "package_audit_installed")] == [False, True]
+    show(s, lesson(s, "PKG"), "own", "package_audit_installed", "audit", "remediated", "verified", followed=True)
+    assert lesson(s, "PKG")["weight"] == pytest.approx(0.6)
+    result = G.dream(s.lessons, s.usage, now="2026-12-03T00:00:00Z")
+    assert result["utility"]["PKG"] == pytest.approx(1.0) and result["retired"] == []
+    assert lesson(s, "PKG")["status"] == "confirmed"
+
+
+@pytest.mark.parametrize("doc, row, expected", [
+    # a rule lesson: its rule, or a rule its evidence names; never another rule of its category
+    (mk("a", "positive", rule="r1", category="c"), {"rule": "r1", "category": "c"}, True),
+    (mk("a", "positive", rule="r1", category="c"), {"rule": "r2", "category": "c"}, False),
+    (mk("a", "negative", rule="r1", category="c", rules={"r2": {}}), {"rule": "r2", "category": "x"}, True),
+    # a category lesson: a rule of its category
+    (mk("a", "negative", category="c"), {"rule": "r9", "category": "c"}, True),
+    (mk("a", "negative", category="c"), {"rule": "r9", "category": "d"}, False),
+    # a skill-wide lesson (a task-shape cause): any rule of the skill could have followed it
+    (mk("a", "negative", pattern="dash_pipefail"), {"rule": "r9", "category": "d"}, True),
+    # a caution: only the rules its evidence names
+    (mk("a", "caution", rules={"r1": {}}), {"rule": "r1", "category": "c"}, True),
+    (mk("a", "caution", rules={"r1": {}}), {"rule": "r2", "category": "c"}, False),
+])
+def test_in_scope(doc, row, expected):
+    assert G.in_scope(doc, row) is expected
+
+
 # ----------------------------------------------------------------------------- merge
 def host_report(host, rules):
     return {"host": host, "run_id": "r1", "rules": {

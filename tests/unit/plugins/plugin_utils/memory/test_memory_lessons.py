@@ -14,6 +14,7 @@ from tinydb.storages import MemoryStorage
 
 from ansible_collections.scapforge.remediation.plugins.plugin_utils import task_gate
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.memory import lessons as L
+from ansible_collections.scapforge.remediation.plugins.plugin_utils.memory import selection as S
 
 P = "xccdf_org.ssgproject.content_rule_"
 SKILL = "anssi-debian12"
@@ -33,13 +34,15 @@ GOOD_AUDIT = [{"ansible.builtin.lineinfile": {"path": "/etc/audit/rules.d/audit.
                                               "line": "-w /etc/passwd -p wa -k audit_rules_usergroup_modification"}}]
 
 
-def rec(number, source, verdict, reason, tasks=None, error=None, gate=None, detail="", reflection=None):
-    """An Attempt.__dict__-like record (the fields extract reads)."""
+def rec(number, source, verdict, reason, tasks=None, error=None, gate=None, detail="", reflection=None,
+        refusals=None):
+    """An Attempt.__dict__-like record (the fields extract reads); refusals: its gate_refusals."""
     report = None if gate else {"ok": error is None, "changed": True, "error": error, "modules": [],
                                 "task_results": []}
     return {"number": number, "source": source, "tasks": tasks or [], "gate": gate, "report": report,
             "verdict": verdict, "reason": reason, "detail": detail or (error or gate or ""),
-            "reflection": reflection, "result": "pass" if verdict == "passed" else "fail"}
+            "reflection": reflection, "result": "pass" if verdict == "passed" else "fail",
+            "gate_refusals": refusals or []}
 
 
 def outcome(outcome_, reason, category, attempts=0, detail=""):
@@ -75,7 +78,10 @@ def report_and_attempts(host="lab1", run_id="r1", pipefail_line="1"):
         P + "sysctl_kernel_kptr_restrict": [rec(1, "vendor", "ineffective", "reboot_required", [])],
         P + "package_telnet_removed": [
             rec(1, "worker", "refused", "fix_refused", gate="task 1 'Remove': no module named 'ansible.builtin.apt_remove' "
-                "in this Ansible installation; did you mean ansible.builtin.apt?"),
+                "in this Ansible installation; did you mean ansible.builtin.apt?",
+                refusals=[{"code": "unknown_module", "problem": "no module named 'ansible.builtin.apt_remove' in this "
+                           "Ansible installation; did you mean ansible.builtin.apt?", "task": "task 1 'Remove'",
+                           "subject": ["ansible.builtin.apt_remove", "ansible.builtin.apt"]}]),
             rec(2, "worker", "failed", "fix_failed", [{"ansible.builtin.shell": "systemctl mask telnet"}],
                 error="Failed to mask unit: Unit file telnet.service does not exist (took 12 ms)",
                 reflection={"diagnosis": "no telnet unit", "lesson": {"cue": "\x1b[31m\n\t", "action": "x"}}),
@@ -460,3 +466,62 @@ def test_needs_human_and_llm_error_teach_nothing():
         report = {"host": "lab1", "run_id": "r1", "check_mode": False, "rules": {"rsyslog_remote_loghost": entry}}
         attempts = {P + "rsyslog_remote_loghost": [rec(1, "worker", verdict, code, [], detail="the Worker says ...")]}
         assert L.extract(report, attempts, FP, SKILL) == []
+
+
+# ----------------------------------------------------------------------------- events (issue 19 item 1)
+JUNK = "the Worker's answer is not JSON: 'utf-8' codec can't decode byte 0x89 in position 0"
+EMPTY = "the Worker's answer holds neither tasks nor probes"
+
+
+@pytest.mark.parametrize("record, expected", [
+    (rec(1, "worker", "refused", "fix_refused", gate=JUNK), True),  # the loop refused its form: no code
+    (rec(1, "worker", "refused", "fix_refused", gate=EMPTY), True),
+    (rec(1, "worker", "refused", "fix_refused", gate="not a task list",
+         refusals=[{"code": "bad_structure", "problem": "not a task list"}]), True),  # protocol code only
+    (rec(1, "worker", "refused", "fix_refused", gate="x", refusals=[
+        {"code": "bad_structure", "problem": "x"}, {"code": "unknown_module", "problem": "y"}]), False),
+    (rec(1, "worker", "failed", "llm_error", error="HTTP 502"), True),
+    (rec(1, "worker", "refused", "probe_budget", gate="probes past the budget"), True),
+    (rec(1, "worker", "failed", "environment:package_manager_locked", error="dpkg lock"), True),  # of the moment
+    (dict(rec(1, "worker", "failed", "fix_failed"), verdict=None), True),  # nothing judged
+    (rec(1, "vendor", "refused", "fix_refused", gate="the content's fix uses a refused module"), False),
+    (rec(1, "worker", "failed", "fix_failed", error="No package matching 'libpam-pwquality2'"), False),
+    (rec(1, "worker", "failed", "environment:read_only_proc_sys", error="sysctl: permission denied"), False),
+])
+def test_is_event_tells_what_happened_to_the_loop_from_evidence_about_the_rule(record, expected):
+    assert L.is_event(record) is expected
+
+
+def test_junk_answers_an_outage_and_a_budget_stop_teach_nothing():
+    rules = {"accounts_password_pam_minlen": outcome("escalated", "attempt_budget", "accounts", 3),
+             "banner_etc_issue": outcome("escalated", "llm_error", "banner", 1)}
+    for short, entry in rules.items():
+        entry["rule"] = short
+    refused = [rec(1, "worker", "refused", "fix_refused", gate=JUNK), rec(2, "worker", "refused", "fix_refused", gate=EMPTY),
+               rec(3, "worker", "refused", "fix_refused", gate=EMPTY)]
+    attempts = {P + "accounts_password_pam_minlen": refused,
+                P + "banner_etc_issue": [rec(1, "worker", "failed", "llm_error", error="HTTP 200, a non-JSON body")]}
+    report = {"host": "lab1", "run_id": "r9", "check_mode": False, "rules": rules}
+    assert L.extract(report, attempts, FP, SKILL) == []
+
+
+def test_an_agents_environment_verdict_is_a_caution_for_its_rule_and_no_failure_of_a_fix():
+    entry = outcome("escalated", "environment:no_apparmor", "apparmor", 2,
+                    "the Worker says the rule cannot be fixed here (environment): /sys/kernel/security/apparmor "
+                    "does not exist")
+    entry.update(rule="apparmor_configured", declared_by="worker")
+    attempts = {P + "apparmor_configured": [
+        rec(1, "vendor", "ineffective", "fix_ineffective", [{"ansible.builtin.apt": {"name": "apparmor"}}]),
+        rec(2, "worker", "cannot_fix", "environment:no_apparmor", detail=entry["detail"])]}
+    report = {"host": "lab1", "run_id": "r9", "check_mode": False, "rules": {"apparmor_configured": entry}}
+    cands = L.extract(report, attempts, FP, SKILL)
+    got = sorted((c.kind, c.status, c.scope["rule"], c.reason) for c in cands)
+    # the content's fix was judged (ineffective): that stays a negative lesson; the Worker's word is a
+    # candidate caution scoped to the rule, and no lesson says a fix failed because of it
+    assert got == [("caution", "candidate", "apparmor_configured", "environment:no_apparmor"),
+                   ("negative", "confirmed", "apparmor_configured", "fix_ineffective")]
+    lessons_t, evidence_t = tables()
+    L.record(lessons_t, evidence_t, cands, now="2026-12-03T08:00:00Z")
+    decided = S.decide(lessons_t, "apparmor_configured", FP, llm=True)
+    assert (decided.action, decided.reason) == ("classify", "environment:no_apparmor")  # run 2: zero model calls
+    assert S.decide(lessons_t, "apparmor_configured", dict(FP, virtualization="kvm"), llm=True) is None

@@ -174,6 +174,13 @@ DECIDE = [
     mk("ine", "negative", rule="sshd_set_idle_timeout", category="ssh", reason="fix_ineffective", rules={
         "sshd_set_idle_timeout": {"reason": "fix_ineffective", "vendor": "fix_ineffective", "vendor_tasks_sha": None}}),
     mk("cand", "caution", status="candidate", reason="environment:no_systemd", rules={"service_x": {}}),
+    # an agent's environment verdict for one rule (issue 19 item 1): acts for that rule after one work item
+    mk("said", "caution", status="candidate", rule="apparmor_configured", category="apparmor",
+       reason="environment:no_apparmor", rules={"apparmor_configured": {"reason": "environment:no_apparmor"}}),
+    mk("said0", "caution", status="candidate", rule="audit_rules_privileged", reason="environment:no_oval_items",
+       support=0, rules={"audit_rules_privileged": {}}),
+    mk("saidx", "caution", status="candidate", rule="grub2_apparmor", reason="environment:no_apparmor",
+       rules={"apparmor_other": {}}),
     mk("kvmc", "caution", reason="environment:read_only_proc_sys", fp=KVM, rules={"sysctl_kernel_x": {}}),
     # written by a version that still learned conditions of the moment
     mk("lock", "caution", reason="environment:package_manager_locked", rules={
@@ -194,7 +201,13 @@ DECIDE = [
     ("aide_verify_acls", {"retry": True}, None),
     ("audit_x", {}, None),  # it failed there in a Worker attempt: the content's fix was never shown to fail
     ("sshd_set_idle_timeout", {}, ("classify", "ine", "fix_ineffective")),
-    ("service_x", {}, None),  # a candidate never acts
+    ("service_x", {}, None),  # a candidate of no rule's scope never acts
+    ("apparmor_configured", {}, ("classify", "said", "environment:no_apparmor")),
+    ("apparmor_configured", {"llm": True}, ("classify", "said", "environment:no_apparmor")),
+    ("apparmor_configured", {"retry": True}, None),
+    ("audit_rules_privileged", {}, None),  # below RULE_CAUTION_SUPPORT
+    ("apparmor_other", {}, None),  # named in its evidence, but the candidate is scoped to grub2_apparmor
+    ("grub2_apparmor", {}, None),  # scoped to it, but its evidence never named it
     ("sysctl_kernel_x", {}, None),  # another fingerprint's caution
     ("package_audit_installed", {}, None),  # the lock was held then, not now
     ("unknown_rule", {}, None),
