@@ -3,7 +3,9 @@ items 1 and 7), on a real lab host with the scripted server and a real memory st
 
 Run 1: the Architect's first answer is ESCALATE or cannot_fix (needs_human), and no Worker
 call follows; the Worker answers cannot_fix (chronyd needs a capability the container lacks):
-the rule ends environment:<kind> with the evidence, and memory keeps no failure lesson for it. Run 2, the same host (run 1 changed nothing): an endpoint that
+the rule ends environment:<kind> with the evidence, and memory keeps no failure lesson for it.
+Run 2, the same host (run 1 changed nothing) and store: the chrony rule ends from memory with
+no model call. Run 3, the same host, a fresh store: an endpoint that
 answers HTTP 200 with an HTML page is asked 3 times, then marked down; every rule ends
 llm_error and memory learns nothing.
 """
@@ -43,6 +45,10 @@ def ends(lab, lab_host, lab_inventory, tmp_path_factory, remediate):
         declined = run_job(remediate, lab_inventory, host, runs, llm, [CHRONY, RSYSLOG, FAILLOCK],
                            scapforge_memory_path=str(store))
         requests, unused = list(llm.requests), llm.unused_scripts
+    with ScriptedLLM() as llm:  # run 1 changed nothing: the same host, the same store, no script at all
+        again_runs = tmp_path_factory.mktemp("runs")
+        again = run_job(remediate, lab_inventory, host, again_runs, llm, [CHRONY], scapforge_memory_path=str(store))
+        again_requests = list(llm.requests)
     junk_store = tmp_path_factory.mktemp("memory")
     with ScriptedLLM() as llm:
         llm.script(lambda body: True, HTML, times=None)
@@ -50,6 +56,7 @@ def ends(lab, lab_host, lab_inventory, tmp_path_factory, remediate):
         junk = run_job(remediate, lab_inventory, host, junk_runs, llm, JUNK_RULES, scapforge_memory_path=str(junk_store))
         junk_requests = list(llm.requests)
     return {"declined": declined, "runs": runs, "requests": requests, "unused": unused, "store": _store(store),
+            "again": again, "again_requests": again_requests,
             "junk": junk, "junk_runs": junk_runs, "junk_requests": junk_requests, "junk_store": _store(junk_store)}
 
 
@@ -80,6 +87,16 @@ def test_a_worker_cannot_fix_ends_with_the_environment_and_teaches_no_failure(en
     assert [(d["kind"], d["status"], d["reason"]) for d in lessons] == [
         ("caution", "candidate", "environment:no_sys_time")]  # an agent's word: never a negative lesson
     assert not [d for d in store["lessons"] if d["kind"] == "negative"]
+
+
+def test_the_next_run_ends_the_rule_from_the_agents_environment_verdict_with_zero_model_calls(ends):
+    """Issue 19 item 1: the caution an agent's environment verdict left acts for its rule on a
+    host like this one after one work item (selection.RULE_CAUTION_SUPPORT)."""
+    assert ends["again_requests"] == []
+    outcome = ends["again"]["rules"][CHRONY]
+    assert (outcome["outcome"], outcome["reason"], outcome["attempts"]) == ("escalated", "environment:no_sys_time", 0)
+    caution = [d for d in ends["store"]["lessons"] if d["kind"] == "caution"]
+    assert outcome["from_memory"] == caution[0]["id"] and caution[0]["id"] in outcome["detail"]
 
 
 def test_a_junk_endpoint_is_asked_three_times_then_every_rule_ends_llm_error(ends):
