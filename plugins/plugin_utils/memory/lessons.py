@@ -788,8 +788,8 @@ def extract(host_report: t.Mapping, attempts: t.Mapping | None, fingerprint: t.M
     unhealthy attempt; a Reflector candidate per reflection with a lesson. Nothing for
     skipped rules, ``reboot_required`` (the fix is right and must run again on a fresh host:
     a lesson that skipped it would lose the rule), ``verify_error``/``scanner_crash`` (the
-    scanner, not the fix: case scanner-crash) or ``regressed`` (another fix undid it).
-    Extracting the same report twice gives the same candidates and evidence keys.
+    scanner, not the fix: case scanner-crash), ``regressed`` (another fix undid it) or a rule
+    ``from_memory`` (a lesson ended it with no attempt: it proves nothing new). Extracting the same report twice gives the same candidates and evidence keys.
     """
     if host_report.get("check_mode"):
         return []
@@ -800,6 +800,8 @@ def extract(host_report: t.Mapping, attempts: t.Mapping | None, fingerprint: t.M
     for short, entry in sorted((host_report.get("rules") or {}).items()):
         short = safety.short_rule_id(short)
         if entry.get("outcome") == outcomes.SKIPPED:  # not attempted on purpose: nothing was observed
+            continue
+        if entry.get("from_memory"):  # ended by a lesson with no attempt: no new evidence, only reinforcement
             continue
         ex.rule(short, entry, by_short.get(short, []))
     return ex.out

@@ -525,3 +525,14 @@ def test_an_agents_environment_verdict_is_a_caution_for_its_rule_and_no_failure_
     decided = S.decide(lessons_t, "apparmor_configured", FP, llm=True)
     assert (decided.action, decided.reason) == ("classify", "environment:no_apparmor")  # run 2: zero model calls
     assert S.decide(lessons_t, "apparmor_configured", dict(FP, virtualization="kvm"), llm=True) is None
+
+
+def test_a_rule_ended_from_memory_proves_nothing_new():
+    # run 2 ended the rule with the run 1 caution and no attempt: learning it would turn the agent's
+    # word (a candidate) into a confirmed observation of the environment on its own say-so
+    entry = outcome("escalated", "environment:no_sys_time", "chrony", 0, "from memory: no CAP_SYS_TIME")
+    entry.update(rule="chronyd_run_as_chrony_user", from_memory="L00000007")
+    report = {"host": "lab1", "run_id": "r10", "check_mode": False, "rules": {"chronyd_run_as_chrony_user": entry}}
+    assert L.extract(report, {}, FP, SKILL) == []
+    entry.pop("from_memory")
+    assert [(c.kind, c.status) for c in L.extract(report, {}, FP, SKILL)] == [("caution", "confirmed")]
