@@ -58,9 +58,11 @@ Confirmation (exactly):
 
 Documents (TinyDB rows, see :class:`Lesson` and :class:`Evidence`) follow the memory contract;
 this module adds ``rules`` to lessons (per rule seen in the evidence: the last reason, and the
-reason and task digest of its vendor attempt, derived from evidence rows like ``support``),
+reason, task digest and failing checks of its vendor attempt, derived from evidence rows like
+``support``), ``scope.kind``/``scope.ids``, ``evidence`` and ``cause`` (:func:`derive`),
 ``pattern`` (the :data:`PATTERNS` slug, or null), ``credit`` and ``utility`` (set by the dream
-pass), and ``rule``, ``attempt``, ``source``, ``reason``, ``tasks_sha`` to evidence rows.
+pass), and ``rule``, ``attempt``, ``source``, ``reason``, ``tasks_sha``, ``checks``, ``missing``
+to evidence rows.
 """
 
 from __future__ import annotations
@@ -365,6 +367,14 @@ EVENT_REASONS = frozenset({"llm_error", "llm_unavailable", "needs_human", "probe
 PROTOCOL_CODES = frozenset({R.BAD_STRUCTURE, R.PARSE_ERROR, R.GATE_ERROR})
 PATTERNS_BY_SLUG = {p.slug: p for p in PATTERNS + GATE_PATTERNS}
 PATTERNS_BY_CODE = {p.code: p for p in PATTERNS + GATE_PATTERNS if p.code}
+#: what each pattern says is missing on the host (the cause's ``missing``: kind and name).
+MISSING_KINDS = {"no_package": "package", "destination_missing": "file", "no_service": "service",
+                 "command_not_found": "command"}
+_MISSING_PATH = re.compile(r"(?:Destination|Path) (\S+) does not exist")
+#: reasons of a failed fix whose cause a negative lesson keeps (issue 19 item 3).
+CAUSED_REASONS = frozenset({"fix_ineffective", "no_effect", "fix_failed", "fix_refused", "unhealthy"})
+#: evidence rows a lesson document lists (``evidence``); ``support`` counts them all.
+EVIDENCE_LISTED = 20
 
 #: caution texts per environment kind (safety.ENVIRONMENT_SIGNATURES, a skill's unfixable_on_running_host);
 #: ``{virt}`` is the fingerprint's virtualization.
@@ -406,6 +416,35 @@ def known_cause(message: str | None, refusal: R.Refusal | None = None) -> tuple[
         message = refusal.problem
     hit = match_pattern(message)
     return (hit[0],) + hit[0].texts(hit[1]) if hit is not None else None
+
+
+def failing_checks(evidence: t.Any) -> list[str] | None:
+    """What an OVAL evidence of one rule (``oval_evidence.rule_evidence``) says made it fail,
+    as sorted lines ``<test id> <test result> <collected object's flag>``: one per culprit test,
+    so two hosts on which the same tests fail the same way give the same lines, whatever their
+    files' times or sizes. None when there is no evidence to tell (no tests, an error)."""
+    if not isinstance(evidence, dict) or evidence.get("error") or not evidence.get("tests"):
+        return None
+    lines = set()
+    for test in evidence["tests"]:
+        if isinstance(test, dict) and test.get("id"):
+            flag = (test.get("object") or {}).get("flag") if isinstance(test.get("object"), dict) else None
+            lines.add("%s %s %s" % (test["id"], test.get("result") or "?", flag or "?"))
+    return sorted(lines) or None
+
+
+def missing_of(message: str | None) -> list[dict]:
+    """What an attempt's error says is missing on the host, from the :data:`PATTERNS` of a
+    missing package, file, service or command: ``[{"kind", "name"}]`` (one at most)."""
+    hit = match_pattern(message)
+    if hit is None or hit[0].slug not in MISSING_KINDS:
+        return []
+    if hit[0].slug == "destination_missing":
+        path = _MISSING_PATH.search(hit[1].group(0))
+        name = path.group(1) if path else ""
+    else:
+        name = hit[1].group(1)
+    return [{"kind": MISSING_KINDS[hit[0].slug], "name": clean_text(name, 200)}] if name else []
 
 
 def is_event(record: t.Any) -> bool:
@@ -462,7 +501,9 @@ class Evidence(_StoredDoc):
     recorded; detail: one line (<= 300 characters) for humans; rule: short rule id; attempt:
     attempt number or None; source: ``vendor``/``worker``/None (who wrote the tasks);
     reason: the attempt's or outcome's reason code; tasks_sha: :func:`tasks_sha` of the
-    attempt's tasks (None without tasks).
+    attempt's tasks (None without tasks); checks: :func:`failing_checks` of the OVAL evidence
+    after a failed attempt (None without evidence); missing: :func:`missing_of` the attempt's
+    error (the packages, files, services or commands it found missing), [] when none.
     """
 
     lesson: str
@@ -477,6 +518,8 @@ class Evidence(_StoredDoc):
     source: str | None = None
     reason: str | None = None
     tasks_sha: str | None = None
+    checks: list | None = None
+    missing: list = dataclasses.field(default_factory=list)
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -502,7 +545,12 @@ class Lesson(_StoredDoc):
     that counted (learning); created/updated (ISO UTC); dedupe_key; rules {short rule:
     {reason, vendor, vendor_tasks_sha}} derived from evidence; pattern (:data:`PATTERNS` slug
     or None); credit (the category's signal from the last dream pass, or None); utility
-    (from the last dream pass, or None).
+    (from the last dream pass, or None). Derived from the evidence rows too (:func:`derive`):
+    ``scope`` gains ``kind`` (``rule``, ``category`` or ``skill``) and ``ids`` (the rule, or the
+    rules of the family its evidence came from); ``evidence``, the newest
+    :data:`EVIDENCE_LISTED` rows as {kind, run, host, rule, attempt} (``support`` counts them
+    all); ``cause``, for a negative lesson, why its newest failure failed: {rule, run, host,
+    attempt, reason, checks, missing} (issue 19 item 3), else None.
     """
 
     id: str
@@ -525,6 +573,8 @@ class Lesson(_StoredDoc):
     pattern: str | None = None
     credit: float | None = None
     utility: float | None = None
+    evidence: list = dataclasses.field(default_factory=list)
+    cause: dict | None = None
 
 
 def confidence_for(status: str, credit: float | None = None) -> float:
@@ -621,11 +671,15 @@ class _Extractor:
         return {"skill": self.skill, "rule": rule, "category": category}
 
     def ev(self, kind: str, rule: str, number: int | None, detail: str, source: str | None = None,
-           reason: str | None = None, tasks: t.Any = None) -> Evidence:
+           reason: str | None = None, tasks: t.Any = None, record: t.Any = None, message: str | None = None) -> Evidence:
+        """One evidence row; with the attempt ``record`` it failed in, its cause too (the
+        failing checks after it, what ``message`` says is missing)."""
         sid = "%s/%s/%s" % (self.run_id, self.host, rule) + ("/%d" % number if number is not None else "")
         return Evidence(lesson="", source_kind=kind, source_id=sid, run_id=self.run_id, host=self.host,
                         detail=clean_text(detail, DETAIL_CHARS), rule=rule, attempt=number, source=source,
-                        reason=reason, tasks_sha=tasks_sha(tasks))
+                        reason=reason, tasks_sha=tasks_sha(tasks),
+                        checks=failing_checks(_get(record, "evidence")) if record is not None else None,
+                        missing=missing_of(message) if message else [])
 
     def add(self, **kwargs: t.Any) -> Candidate | None:
         try:
@@ -703,14 +757,14 @@ class _Extractor:
             return self.add(kind=NEGATIVE, status=CONFIRMED, scope=self.scope(short, category),
                             cue=what, action="%s (%s)" % (said, reason), tasks=_plain(tasks),
                             reason=reason, evidence=[self.ev(ATTEMPT, short, number, "%s attempt %s: %s: %s" % (
-                                source, number, reason, _get(record, "detail") or ""), source, reason, tasks)])
+                                source, number, reason, _get(record, "detail") or ""), source, reason, tasks, record)])
         if verdict == A.UNHEALTHY:
             return self.add(kind=NEGATIVE, status=CONFIRMED, scope=self.scope(short, category),
                             cue=what,
                             action="after it a fresh login with become failed (%s): do not apply it as is" % reason,
                             tasks=_plain(tasks), reason=reason,
                             evidence=[self.ev(ATTEMPT, short, number, "%s attempt %s: %s: %s" % (
-                                source, number, reason, _get(record, "detail") or ""), source, reason, tasks)])
+                                source, number, reason, _get(record, "detail") or ""), source, reason, tasks, record)])
         if verdict == A.REFUSED:
             refusal = first_refusal(record)
             message = refusal.problem if refusal is not None else (
@@ -727,7 +781,7 @@ class _Extractor:
         number, source, reason = _get(record, "number"), _get(record, "source"), _get(record, "reason")
         tasks = _get(record, "tasks") or None
         ev = self.ev(ATTEMPT, short, number, "%s attempt %s: %s: %s" % (source, number, reason, message),
-                     source, reason, tasks)
+                     source, reason, tasks, record, message)
         hit = known_cause(message, refusal)
         if hit is not None:  # a known task-shape cause: one lesson for the whole skill
             pattern, cue, action = hit
@@ -809,23 +863,37 @@ def extract(host_report: t.Mapping, attempts: t.Mapping | None, fingerprint: t.M
 
 # ----------------------------------------------------------------------------- recording
 def derive(lesson: t.MutableMapping, evidence_rows: t.Iterable[t.Mapping]) -> None:
-    """Set the fields a lesson derives from its evidence rows: ``support`` (their number) and
-    ``rules`` ({short rule: {reason: the latest reason, vendor: the latest vendor attempt's
-    reason or None, vendor_tasks_sha}}), in place."""
+    """Set the fields a lesson derives from its evidence rows, in place: ``support`` (their
+    number); ``rules`` ({short rule: {reason: the latest reason, vendor: the latest vendor
+    attempt's reason or None, vendor_tasks_sha, vendor_checks: that attempt's failing checks}});
+    ``scope.kind``/``scope.ids``; ``evidence``; ``cause`` (see :class:`Lesson`)."""
     rows = sorted(evidence_rows, key=lambda r: (r.get("time") or "", r.get("source_id") or "", r.get("source_kind")))
     rules: dict = {}
     for row in rows:
         rule = row.get("rule")
         if not rule:
             continue
-        entry = rules.setdefault(rule, {"reason": None, "vendor": None, "vendor_tasks_sha": None})
+        entry = rules.setdefault(rule, {"reason": None, "vendor": None, "vendor_tasks_sha": None, "vendor_checks": None})
         if row.get("reason") and row.get("source_kind") != REFLECTION:
             entry["reason"] = row["reason"]
         if row.get("source") == A.VENDOR and row.get("source_kind") != REFLECTION:
             entry["vendor"] = row.get("reason")
             entry["vendor_tasks_sha"] = row.get("tasks_sha")
+        if row.get("source") == A.VENDOR and row.get("source_kind") == ATTEMPT:
+            entry["vendor_checks"] = row.get("checks")
     lesson["support"] = len(rows)
     lesson["rules"] = rules
+    scope = dict(lesson.get("scope") or {})
+    scope["kind"] = "rule" if scope.get("rule") else "category" if scope.get("category") else "skill"
+    scope["ids"] = [scope["rule"]] if scope.get("rule") else sorted(rules)
+    lesson["scope"] = scope
+    lesson["evidence"] = [{"kind": r.get("source_kind"), "run": r.get("run_id"), "host": r.get("host"),
+                           "rule": r.get("rule"), "attempt": r.get("attempt")} for r in rows[-EVIDENCE_LISTED:]]
+    failures = [r for r in rows if r.get("source_kind") == ATTEMPT and r.get("reason") in CAUSED_REASONS]
+    last = failures[-1] if failures and lesson.get("kind") == NEGATIVE else None
+    lesson["cause"] = None if last is None else {
+        "rule": last.get("rule"), "run": last.get("run_id"), "host": last.get("host"), "attempt": last.get("attempt"),
+        "reason": last.get("reason"), "checks": last.get("checks"), "missing": list(last.get("missing") or [])}
 
 
 def record(lessons_table, evidence_table, candidates: t.Iterable[Candidate], now: str | None = None) -> dict:

@@ -192,7 +192,9 @@ def test_pipefail_is_one_lesson_with_evidence_from_every_rule_it_happened_on():
     pipe = [d for d in lessons_t.all() if d.get("pattern") == "dash_pipefail"]
     assert len(pipe) == 1
     pipe = pipe[0]
-    assert pipe["scope"] == {"skill": SKILL, "rule": None, "category": None}
+    # skill-wide, with the family of rules its evidence came from
+    assert pipe["scope"] == {"skill": SKILL, "rule": None, "category": None, "kind": "skill",
+                             "ids": ["aide_check_audit_tools", "aide_verify_acls", "audit_rules_usergroup_modification_passwd"]}
     assert pipe["kind"] == "negative" and pipe["status"] == "confirmed"
     assert "executable: /bin/bash" in pipe["action"]
     # 2 vendor attempts + 1 worker attempt + the Reflector's answer after it = 4 rows
@@ -204,10 +206,19 @@ def test_pipefail_is_one_lesson_with_evidence_from_every_rule_it_happened_on():
     assert sorted(r["source_kind"] for r in rows) == ["attempt", "attempt", "attempt", "reflection"]
     assert pipe["rules"] == {
         "aide_check_audit_tools": {"reason": "fix_failed", "vendor": "fix_failed",
-                                   "vendor_tasks_sha": L.tasks_sha(PIPE_VENDOR)},
-        "aide_verify_acls": {"reason": "fix_failed", "vendor": "fix_failed", "vendor_tasks_sha": L.tasks_sha(PIPE_VENDOR)},
-        "audit_rules_usergroup_modification_passwd": {"reason": "fix_failed", "vendor": None, "vendor_tasks_sha": None},
+                                   "vendor_tasks_sha": L.tasks_sha(PIPE_VENDOR), "vendor_checks": None},
+        "aide_verify_acls": {"reason": "fix_failed", "vendor": "fix_failed", "vendor_tasks_sha": L.tasks_sha(PIPE_VENDOR),
+                             "vendor_checks": None},
+        "audit_rules_usergroup_modification_passwd": {"reason": "fix_failed", "vendor": None, "vendor_tasks_sha": None,
+                                                      "vendor_checks": None},
     }
+    # the newest failure is its cause (a task error: no OVAL evidence, nothing missing); every row listed
+    assert pipe["cause"] == {"rule": "audit_rules_usergroup_modification_passwd", "run": "r1", "host": "lab1",
+                             "attempt": 2, "reason": "fix_failed", "checks": None, "missing": []}
+    assert [(e["kind"], e["rule"], e["attempt"]) for e in pipe["evidence"]] == [
+        ("attempt", "aide_check_audit_tools", 1), ("attempt", "aide_verify_acls", 1),
+        ("attempt", "audit_rules_usergroup_modification_passwd", 2),
+        ("reflection", "audit_rules_usergroup_modification_passwd", 2)]
     # a Reflector lesson about it is not a second pipefail lesson
     assert not [d for d in lessons_t.all() if "Illegal option" in d["cue"] and d.get("pattern") is None]
 
@@ -274,7 +285,8 @@ def test_positive_lesson_keeps_the_tasks_that_verified():
     assert umask["tasks"] == UMASK_TASKS
     assert umask["action"] == ("the content's own fix verified (OpenSCAP pass): ansible.builtin.lineinfile("
                                "path=/etc/login.defs, regexp=^UMASK, line=UMASK 027)")
-    assert umask["scope"] == {"skill": SKILL, "rule": "accounts_umask_etc_login_defs", "category": "accounts"}
+    assert umask["scope"] == {"skill": SKILL, "rule": "accounts_umask_etc_login_defs", "category": "accounts",
+                              "kind": "rule", "ids": ["accounts_umask_etc_login_defs"]}
     assert umask["confidence"] == 1.0 and umask["weight"] == 0.5
     assert umask["id"] == "L" + umask["dedupe_key"][:12]
 

@@ -284,7 +284,8 @@ def test_lookup_through_ansible_returns_the_right_lessons(stores):
     assert rc == 0, out
     [doc] = res["msg"]
     assert doc["id"] == ids["REF"] and doc["cue"] == HOSTILE and doc["status"] == "candidate"
-    assert doc["scope"] == {"skill": SKILL, "rule": "banner_etc_issue", "category": "banner"}
+    assert doc["scope"] == {"skill": SKILL, "rule": "banner_etc_issue", "category": "banner", "kind": "rule",
+                            "ids": ["banner_etc_issue"]}
     assert (doc["support"], doc["weight"], doc["confidence"]) == (1, 0.5, 0.5)
     assert doc["outcomes"] == {"remediated": 0, "escalated": 0} and doc["created"] == doc["updated"] == T2
     assert [(e["source_kind"], e["source_id"]) for e in doc["evidence"]] == [
