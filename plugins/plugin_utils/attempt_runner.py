@@ -112,7 +112,8 @@ class AttemptRunner:
     (``checkpoint.FilesProvider``); events: the run's ``EventLog``; gate_policy: the gate's
     policy for untrusted tasks; health_check: check a fresh login after each attempt;
     stop_host: called with a detail when the host can no longer be managed; want_evidence:
-    ask oscap for the failing OVAL evidence when verifying (the agents read it); progress: the
+    ask oscap for the failing OVAL evidence when verifying (the agents read it, and memory keeps
+    it as the cause of a failed fix); progress: the
     host's ``progress.Progress`` (an attempt is ``open`` from before its first change until it
     is judged and, where due, rolled back); start: which start of this run id this is (part of
     checkpoint ids, so a resumed run never reuses an interrupted run's checkpoint); parent: a

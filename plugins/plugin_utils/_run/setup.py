@@ -93,7 +93,7 @@ def build(session, opts, events, console, progress, parent, started: float,
     resume = progress.load()
     package_facts = PackageFactsCache()
     runner = AttemptRunner(session, session.task_vars, catalog, verifier, _checkpoints(session, opts), events,
-                           gate_policy, opts.health_check, state.stop, want_evidence=agents is not None,
+                           gate_policy, opts.health_check, state.stop, want_evidence=agents is not None or memory is not None,
                            progress=progress, start=resume.starts + 1, parent=parent, baseline=baseline,
                            health_commands=health_commands, deadman_seconds=opts.deadman_seconds,
                            home=gate_policy.home(), classify=_classifier(skill, events), facts_cache=package_facts,

@@ -182,7 +182,8 @@ class VendorPhase:
         if ctx.memory is None:
             return False, None
         decision = ctx.memory.decide(item.rule, item.category, llm=ctx.agents is not None,
-                                     tasks_sha=tasks_sha(vendor_tasks) if vendor_tasks else None)
+                                     tasks_sha=tasks_sha(vendor_tasks) if vendor_tasks else None,
+                                     look=lambda: self.runner.evaluate(item.rule, evidence=True, label="memory_check"))
         if decision is None or (decision.action == "try_first" and decision.source == "vendor"):
             return False, None  # proven vendor tasks are the content's fix: it runs as usual
         item.lessons_shown.append(decision.lesson)

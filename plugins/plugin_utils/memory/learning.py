@@ -275,6 +275,44 @@ def reinforce(lessons_table, usage_table, evidence_table, run_id: str, host: str
     return {"reinforced": reinforced, "confirmed": confirmed}
 
 
+def cause_gone(lessons_table, evidence_table, lesson_id: str, run_id: str, host: str, rule: str, outcome: str,
+               reason: str, why: str, now: str | None = None) -> dict:
+    """Update a negative lesson whose cause was gone when the rule came up again (issue 19 item
+    3: ``selection.cause_stands`` said so, and the fix was tried again instead of skipped).
+
+    rule: short id; outcome/reason: how the rule ended after that try; why: the comparison's
+    line. A lesson scoped to this rule whose fix then verified is ``retired`` (it no longer
+    holds where it decided); any other is weakened one step (:func:`step_weight` with 0). An
+    ``outcome`` evidence row names the work item either way (the second call adds nothing).
+    Returns {"retired": [id]} or {"weakened": [id]}, empty lists when the lesson is gone.
+    """
+    rule = safety.short_rule_id(rule)
+    now = now or L.now_iso()
+    q = Query()
+    found = lessons_table.search(q.id == lesson_id)
+    if not found:
+        return {"retired": [], "weakened": []}
+    doc = found[0]
+    passed = outcome == outcomes.REMEDIATED and reason == "verified"
+    retire = passed and (doc.get("scope") or {}).get("rule") == rule
+    ev = L.Evidence(lesson=lesson_id, source_kind=L.OUTCOME, source_id="%s/%s/%s" % (run_id, host, rule),
+                    run_id=run_id, host=host, time=now, rule=rule, reason=reason,
+                    detail=L.clean_text("the cause was gone (%s), so the fix was tried again: %s %s" % (
+                        why, outcome, reason), L.DETAIL_CHARS))
+    if evidence_table.contains((q.lesson == lesson_id) & (q.source_kind == ev.source_kind) & (q.source_id == ev.source_id)):
+        return {"retired": [], "weakened": []}
+    evidence_table.insert(ev.to_doc())
+    new = dict(doc)
+    if retire:
+        new["status"] = L.RETIRED
+    else:
+        new["weight"] = step_weight(float(doc.get("weight", L.DEFAULT_WEIGHT)), 0)
+    new["updated"] = now
+    L.derive(new, evidence_table.search(q.lesson == lesson_id))
+    L.update_lessons(lessons_table, {doc.doc_id: new})
+    return {"retired": [lesson_id] if retire else [], "weakened": [] if retire else [lesson_id]}
+
+
 def replay(lesson: t.Mapping, rows: t.Iterable[t.Mapping]) -> tuple[float, dict]:
     """(weight, outcomes) of a lesson recomputed from its usage rows: one step per work item
     (run, host, rule) with a success value, in the order the outcomes were stamped

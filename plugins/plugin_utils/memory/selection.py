@@ -187,7 +187,9 @@ class Decision:
     ``vendor`` tasks are better re-rendered from the content than replayed) or
     ``skip_vendor`` (do not rerun the content's fix, known to fail here; go to the Worker);
     lesson: the lesson id; reason: the reason code to classify with; tasks; source; detail:
-    one line for the report.
+    one line for the report; checks: for a decision from a failed vendor fix, the OVAL checks
+    that still failed after it (its cause, issue 19 item 3): the decision holds only while
+    :func:`cause_stands` on the rule as the host is now, None when the lesson has none.
     """
 
     action: str
@@ -196,6 +198,7 @@ class Decision:
     tasks: list | None = None
     source: str | None = None
     detail: str = ""
+    checks: tuple | None = None
 
 
 def _best(docs: t.Iterable[t.Mapping]) -> t.Mapping | None:
@@ -233,7 +236,9 @@ def decide(lessons_table, rule: str, fingerprint: t.Mapping, retry: bool = False
        (:func:`safety.is_transient`: a dpkg lock held, a full disk);
     3. unless ``retry``: a negative lesson whose evidence says this rule's vendor fix failed
        here (fix_failed, fix_ineffective, no_effect, fix_refused, unhealthy...) ->
-       ``classify`` with that reason when no model can try anything else, else ``skip_vendor``.
+       ``classify`` with that reason when no model can try anything else, else ``skip_vendor``;
+       with the checks it left failing (``Decision.checks``): the caller acts only while
+       :func:`cause_stands`.
     """
     rule = safety.short_rule_id(rule)
     q = Query()
@@ -269,9 +274,34 @@ def decide(lessons_table, rule: str, fingerprint: t.Mapping, retry: bool = False
     if negative is None:
         return None
     reason = negative["rules"][rule]["vendor"]
+    checks = negative["rules"][rule].get("vendor_checks")
+    checks = tuple(checks) if checks else None
     if llm:
-        return Decision(SKIP_VENDOR, negative["id"], reason=reason,
+        return Decision(SKIP_VENDOR, negative["id"], reason=reason, checks=checks,
                         detail="the content's fix failed here before (%s, lesson %s)" % (reason, negative["id"]))
-    return Decision(CLASSIFY, negative["id"], reason=reason,
+    return Decision(CLASSIFY, negative["id"], reason=reason, checks=checks,
                     detail="decided from memory (lesson %s): the content's fix ended %s on a host like this one"
                     % (negative["id"], reason))
+
+
+def cause_stands(checks: t.Sequence[str] | None, result: str | None, evidence: t.Any) -> tuple[bool, str]:
+    """Whether the cause a failed fix was recorded with is still on the host (issue 19 item 3):
+    (stands, why in one line).
+
+    checks: the decision's (the checks that still failed after the fix); result/evidence: a
+    one-rule check of the rule now, with OVAL evidence. The cause stands when every check that
+    failed after the fix fails the same way now (the fix would leave it failing again); it is
+    gone when the rule passes now or one of those checks no longer fails so. Without checks
+    to compare (a lesson from a run that kept no evidence, a check that gave none) the lesson
+    stands, as before causes were kept."""
+    if not checks:
+        return True, "the lesson has no failing checks to compare"
+    if result == "pass":
+        return False, "the rule passes now"
+    now = L.failing_checks(evidence) if result == "fail" else None
+    if now is None:
+        return True, "the check now gave no evidence to compare (%s)" % (result or "no result")
+    gone = sorted(set(checks) - set(now))
+    if gone:
+        return False, "what the fix left failing no longer fails so: %s" % L.clean_text("; ".join(gone), 300)
+    return True, "what the fix left failing still fails: %s" % L.clean_text("; ".join(checks), 300)

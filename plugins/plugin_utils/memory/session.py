@@ -24,6 +24,7 @@ a ``memory_error`` event and turns the session ``off`` for the rest of the run.
 
 from __future__ import annotations
 
+import dataclasses
 import typing as t
 
 from ansible_collections.scapforge.remediation.plugins.plugin_utils import safety
@@ -65,6 +66,7 @@ class MemorySession:
         self.broken: str | None = None
         self.degraded: list[str] = []
         self._shown: set[str] = set()
+        self._cause_gone: dict[str, tuple[str, str]] = {}
         self.counts = {"shown": 0, "created": 0, "reinforced": 0, "retired": 0}
 
     @classmethod
@@ -145,9 +147,16 @@ class MemorySession:
         return self._guarded(what, work)
 
     # ------------------------------------------------------------------ before a rule
-    def decide(self, rule_id: str, category: str, llm: bool, tasks_sha: str | None = None) -> selection.Decision | None:
+    def decide(self, rule_id: str, category: str, llm: bool, tasks_sha: str | None = None,
+               look: t.Callable[[], tuple[str | None, t.Any]] | None = None) -> selection.Decision | None:
         """What memory alone says about the rule (``selection.decide``), logged as usage rows
-        of mode ``act``; None in shadow mode (the would-be decision is only an event)."""
+        of mode ``act``; None in shadow mode (the would-be decision is only an event).
+
+        look: a one-rule check of the rule as the host is now, ``(result, OVAL evidence)``. A
+        decision from a failed fix with the checks it left failing stands only when
+        ``selection.cause_stands`` on what ``look`` gives (issue 19 item 3: an earlier fix of
+        this run, or the host itself, may have removed the cause); when the cause is gone the
+        rule is worked as if nothing were known, and :meth:`learn` updates the lesson."""
         if self.broken:
             return None
 
@@ -157,6 +166,14 @@ class MemorySession:
         if not ok or decision is None:
             return None
         short = safety.short_rule_id(rule_id)
+        if decision.checks and look is not None and self.acting:
+            result, evidence = look()
+            stands, why = selection.cause_stands(decision.checks, result, evidence)
+            self.events.emit("memory_cause", rule=short, lesson=decision.lesson, stands=stands, result=result, why=why)
+            if not stands:
+                self._cause_gone[short] = (decision.lesson, why)
+                return None
+            decision = dataclasses.replace(decision, detail="%s; %s" % (decision.detail, why))
         self.events.emit("memory_decision", rule=short, action=decision.action, lesson=decision.lesson,
                          reason=decision.reason, detail=decision.detail, applied=self.acting)
         if not self.acting:
@@ -205,12 +222,15 @@ class MemorySession:
 
         rule_entry: the host report's entry of the rule (RuleOutcome dict, short ``rule``);
         attempt_records: its attempts as dicts (``Attempt`` fields, tasks included).
-        Returns {"created": [...], "supported": [...], "reinforced": [...], "confirmed": [...]}.
+        Returns {"created": [...], "supported": [...], "reinforced": [...], "confirmed": [...]},
+        with "retired" or "weakened" for a lesson whose cause :meth:`decide` found gone.
         """
         if self.broken:
             return {}
         short = rule_entry["rule"]
         report = {"host": self.host, "run_id": self.run_id, "rules": {short: rule_entry}}
+
+        gone = self._cause_gone.pop(short, None)
 
         def change(tx):
             candidates = lessons.extract(report, {short: attempt_records}, self.fingerprint, self.skill,
@@ -218,6 +238,9 @@ class MemorySession:
             made = lessons.record(tx.lessons, tx.evidence, candidates)
             done = learning.reinforce(tx.lessons, tx.usage, tx.evidence, self.run_id, self.host, short,
                                       rule_entry["outcome"], rule_entry["reason"], from_memory=from_memory)
+            if gone is not None:
+                done.update(learning.cause_gone(tx.lessons, tx.evidence, gone[0], self.run_id, self.host, short,
+                                                rule_entry["outcome"], rule_entry["reason"], gone[1]))
             return made, done
         ok, got = self._write("learn", change)
         if not ok:

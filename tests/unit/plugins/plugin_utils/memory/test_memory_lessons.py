@@ -548,3 +548,46 @@ def test_a_rule_ended_from_memory_proves_nothing_new():
     assert L.extract(report, {}, FP, SKILL) == []
     entry.pop("from_memory")
     assert [(c.kind, c.status) for c in L.extract(report, {}, FP, SKILL)] == [("caution", "confirmed")]
+
+
+def test_failing_checks_are_the_culprit_tests_as_lines_whatever_the_items_say():
+    evidence = {"tests": [
+        {"id": "oval:t:tst:2", "result": "false", "object": {"flag": "complete"}, "items": [{"fields": {"mtime": "1"}}]},
+        {"id": "oval:t:tst:1", "result": "false", "object": {"flag": "does not exist"}, "items": []},
+        {"id": "oval:t:tst:2", "result": "false", "object": {"flag": "complete"}, "items": [{"fields": {"mtime": "2"}}]}]}
+    assert L.failing_checks(evidence) == ["oval:t:tst:1 false does not exist", "oval:t:tst:2 false complete"]
+    assert L.failing_checks({"tests": [], "error": "no OVAL results"}) is None
+    assert L.failing_checks(None) is None
+
+
+@pytest.mark.parametrize("message, missing", [
+    ("No package matching 'libpam-pwquality2' is available", [{"kind": "package", "name": "libpam-pwquality2"}]),
+    ("Destination /etc/aide/aide.conf does not exist !", [{"kind": "file", "name": "/etc/aide/aide.conf"}]),
+    ("Could not find the requested service auditd: host", [{"kind": "service", "name": "auditd"}]),
+    ("/bin/sh: 1: aide: not found", [{"kind": "command", "name": "aide"}]),
+    ("/bin/sh: 1: set: Illegal option -o pipefail", []),
+    ("", []),
+])
+def test_missing_of_names_what_a_task_found_missing(message, missing):
+    assert L.missing_of(message) == missing
+
+
+def test_an_ineffective_fix_keeps_the_checks_it_left_failing_as_its_cause():
+    lessons_t, evidence_t = tables()
+    entry = outcome("escalated", "fix_ineffective", "accounts", 1)
+    entry["rule"] = "accounts_password_pam_minlen"
+    record = dict(rec(1, "vendor", "ineffective", "fix_ineffective", [{"ansible.builtin.lineinfile": {
+        "path": "/etc/security/pwquality.conf", "line": "minlen = 14"}}]), evidence={"tests": [
+            {"id": "oval:ssg-test_pam_pwquality:tst:1", "result": "false", "object": {"flag": "does not exist"}}]})
+    report = {"host": "lab1", "run_id": "r4", "check_mode": False, "rules": {"accounts_password_pam_minlen": entry}}
+    L.record(lessons_t, evidence_t, L.extract(report, {P + "accounts_password_pam_minlen": [record]}, FP, SKILL),
+             now="2026-12-03T12:00:00Z")
+    [doc] = lessons_t.all()
+    checks = ["oval:ssg-test_pam_pwquality:tst:1 false does not exist"]
+    assert doc["cause"] == {"rule": "accounts_password_pam_minlen", "run": "r4", "host": "lab1", "attempt": 1,
+                            "reason": "fix_ineffective", "checks": checks, "missing": []}
+    assert doc["rules"]["accounts_password_pam_minlen"]["vendor_checks"] == checks
+    assert doc["scope"]["kind"] == "rule" and doc["evidence"] == [
+        {"kind": "attempt", "run": "r4", "host": "lab1", "rule": "accounts_password_pam_minlen", "attempt": 1}]
+    decided = S.decide(lessons_t, "accounts_password_pam_minlen", FP, llm=True)
+    assert (decided.action, decided.checks) == ("skip_vendor", tuple(checks))

@@ -237,3 +237,30 @@ def test_decide_on_extracted_lessons_names_the_lesson():
 
 def test_min_line_is_the_shortest_line_the_format_gives():
     assert len(S.line({"id": "", "kind": "", "status": "", "cue": "c", "action": "a"})) == S.MIN_LINE
+
+
+# ----------------------------------------------------------------------------- causes (issue 19 item 3)
+A_FAILS = "oval:ssg-test_a:tst:1 false does not exist"
+B_FAILS = "oval:ssg-test_b:tst:1 false complete"
+
+
+def evidence_of(*lines):
+    tests = []
+    for text in lines:
+        test_id, result, flag = text.split(" ", 2)
+        tests.append({"id": test_id, "result": result, "object": {"flag": flag}, "items": []})
+    return {"definition": "oval:ssg-x:def:1", "result": "false", "tests": tests}
+
+
+@pytest.mark.parametrize("checks, result, evidence, stands", [
+    ((A_FAILS,), "fail", evidence_of(A_FAILS, B_FAILS), True),          # still there, among others
+    ((A_FAILS,), "fail", evidence_of(B_FAILS), False),                  # gone: something else fails now
+    ((A_FAILS,), "fail", evidence_of("oval:ssg-test_a:tst:1 false complete"), False),  # different: the object exists now
+    ((A_FAILS, B_FAILS), "fail", evidence_of(A_FAILS), False),          # one of two is gone
+    ((A_FAILS,), "pass", None, False),                                  # the rule passes now
+    ((A_FAILS,), "fail", None, True),                                   # no evidence to compare: stands
+    ((A_FAILS,), "scan_failed", None, True),
+    (None, "fail", evidence_of(B_FAILS), True),                         # a lesson without a cause: as before
+])
+def test_cause_stands_only_while_what_the_fix_left_failing_still_fails(checks, result, evidence, stands):
+    assert S.cause_stands(checks, result, evidence)[0] is stands

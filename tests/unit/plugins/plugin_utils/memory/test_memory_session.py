@@ -4,6 +4,7 @@ import os
 import re
 
 import pytest
+from tinydb import Query
 
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.events import EventLog, read_events
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.memory.session import MemorySession, disabled
@@ -115,3 +116,79 @@ def test_a_corrupt_meta_turns_memory_off_and_the_run_goes_on(tmp_path):
 def test_a_host_without_a_session_reports_memory_off():
     assert disabled() == {"state": "off", "reason": "scapforge_memory_mode is off", "shown": 0, "created": 0,
                           "reinforced": 0, "retired": 0}
+
+
+# ----------------------------------------------------------------------------- a cause that is gone (issue 19 item 3)
+MINLEN = "xccdf_org.ssgproject.content_rule_accounts_password_pam_minlen"
+PAM_TEST = {"id": "oval:ssg-test_password_pam_pwquality:tst:1", "result": "false",
+            "object": {"id": "oval:ssg-object_password_pam_pwquality:obj:1", "flag": "does not exist"}}
+MINLEN_TEST = {"id": "oval:ssg-test_password_pam_minlen:tst:1", "result": "false",
+               "object": {"id": "oval:ssg-object_password_pam_minlen:obj:1", "flag": "does not exist"}}
+VENDOR_TASKS = [{"ansible.builtin.lineinfile": {"path": "/etc/security/pwquality.conf", "regexp": "^minlen",
+                                                "line": "minlen = 14"}}]
+
+
+def ineffective_run(tmp_path):
+    """Run 1, libpam-pwquality missing: the content's fix set minlen, pam_pwquality still not in PAM."""
+    first, _events = session(tmp_path, "R1")
+    entry = {"rule": "accounts_password_pam_minlen", "outcome": "escalated", "reason": "fix_ineffective",
+             "attempts": 1, "category": "accounts", "detail": "OpenSCAP still reports fail", "attempt_log": [],
+             "from_memory": None}
+    record = {"number": 1, "source": "vendor", "tasks": VENDOR_TASKS, "gate": None, "gate_refusals": [],
+              "report": {"ok": True, "changed": True, "error": None, "modules": [], "task_results": []},
+              "verdict": "ineffective", "reason": "fix_ineffective", "detail": "OpenSCAP still reports fail",
+              "result": "fail", "reflection": None,
+              "evidence": {"definition": "oval:ssg-accounts_password_pam_minlen:def:1", "result": "false",
+                           "tests": [PAM_TEST]}}
+    made = first.learn(entry, [record], from_memory=False)
+    return made["created"][0]
+
+
+def looked(result, *tests):
+    calls = []
+
+    def look():
+        calls.append(result)
+        return result, ({"tests": list(tests), "result": "false"} if tests else None)
+    return look, calls
+
+
+def test_a_failed_fix_whose_cause_is_still_there_is_skipped_after_one_check(tmp_path):
+    lesson = ineffective_run(tmp_path)
+    second, events = session(tmp_path, "R2")
+    look, calls = looked("fail", PAM_TEST, MINLEN_TEST)  # the same host: pam_pwquality still missing
+    decision = second.decide(MINLEN, "accounts", llm=False, look=look)
+    assert (decision.action, decision.lesson, decision.reason) == ("classify", lesson, "fix_ineffective")
+    assert decision.checks == ("oval:ssg-test_password_pam_pwquality:tst:1 false does not exist",)
+    assert calls == ["fail"] and "still fails" in decision.detail
+    [cause] = [e["data"] for e in read_events(events.path) if e["event"] == "memory_cause"]
+    assert (cause["lesson"], cause["stands"]) == (lesson, True)
+
+
+def test_a_failed_fix_whose_cause_is_gone_is_tried_again_and_retired_when_it_passes(tmp_path):
+    lesson = ineffective_run(tmp_path)
+    second, events = session(tmp_path, "R2")
+    look, calls = looked("fail", MINLEN_TEST)  # libpam-pwquality is installed here: only minlen fails
+    assert second.decide(MINLEN, "accounts", llm=False, look=look) is None  # worked as if nothing were known
+    [cause] = [e["data"] for e in read_events(events.path) if e["event"] == "memory_cause"]
+    assert cause["stands"] is False and "pam_pwquality" in cause["why"]
+    assert second.counts["shown"] == 0  # no act row: memory did not decide
+    done = second.learn({"rule": "accounts_password_pam_minlen", "outcome": "remediated", "reason": "verified",
+                         "attempts": 1, "category": "accounts", "detail": "", "attempt_log": [], "from_memory": None},
+                        [], from_memory=False)
+    assert done["retired"] == [lesson]
+    third, _events = session(tmp_path, "R3")
+    assert third.decide(MINLEN, "accounts", llm=False, look=looked("fail", PAM_TEST)[0]) is None  # retired: nothing decides
+
+
+def test_a_cause_gone_but_the_fix_still_failing_weakens_the_lesson(tmp_path):
+    lesson = ineffective_run(tmp_path)
+    second, _events = session(tmp_path, "R2")
+    assert second.decide(MINLEN, "accounts", llm=True, look=looked("pass")[0]) is None  # passes now: nothing to skip
+    done = second.learn({"rule": "accounts_password_pam_minlen", "outcome": "escalated", "reason": "fix_ineffective",
+                         "attempts": 1, "category": "accounts", "detail": "", "attempt_log": [], "from_memory": None},
+                        [], from_memory=False)
+    assert done["weakened"] == [lesson]
+    with second.store.snapshot() as tx:
+        [doc] = tx.lessons.search(Query().id == lesson)
+    assert (doc["status"], doc["weight"]) == ("confirmed", 0.45)  # 0.5 - 0.05, one step
