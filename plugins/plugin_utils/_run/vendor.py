@@ -18,6 +18,7 @@ from ansible_collections.scapforge.remediation.plugins.plugin_utils import waive
 from ansible_collections.scapforge.remediation.plugins.plugin_utils._run import decisions
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.catalog import CatalogError
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.executor import TaskListExecutor
+from ansible_collections.scapforge.remediation.plugins.plugin_utils.memory import preconditions
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.memory.lessons import tasks_sha
 
 
@@ -183,7 +184,8 @@ class VendorPhase:
             return False, None
         decision = ctx.memory.decide(item.rule, item.category, llm=ctx.agents is not None,
                                      tasks_sha=tasks_sha(vendor_tasks) if vendor_tasks else None,
-                                     look=lambda: self.runner.evaluate(item.rule, evidence=True, label="memory_check"))
+                                     look=lambda: self.runner.evaluate(item.rule, evidence=True, label="memory_check"),
+                                     missing=self._missing)
         if decision is None or (decision.action == "try_first" and decision.source == "vendor"):
             return False, None  # proven vendor tasks are the content's fix: it runs as usual
         item.lessons_shown.append(decision.lesson)
@@ -207,6 +209,15 @@ class VendorPhase:
             self._after_vendor(item)
             return True, None
         return True, Applied(item, attempt, False)
+
+    def _missing(self, needs: list) -> list:
+        """Which of a proven fix's preconditions the host lacks now (one read-only command)."""
+        try:
+            answer = self.ctx.session.run_command(preconditions.check_command(needs))
+        except AnsibleError as exc:  # the check itself failed: the replay runs, and its verification judges it
+            self.ctx.emit("memory_precondition_unread", error=str(exc)[:300])
+            return []
+        return preconditions.parse_missing(str(answer.get("stdout") or ""), needs)
 
     def _after_vendor(self, item: A.WorkItem) -> None:
         """A vendor attempt is judged: finish the rule when nothing more can be done, else

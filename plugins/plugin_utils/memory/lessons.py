@@ -550,7 +550,9 @@ class Lesson(_StoredDoc):
     rules of the family its evidence came from); ``evidence``, the newest
     :data:`EVIDENCE_LISTED` rows as {kind, run, host, rule, attempt} (``support`` counts them
     all); ``cause``, for a negative lesson, why its newest failure failed: {rule, run, host,
-    attempt, reason, checks, missing} (issue 19 item 3), else None.
+    attempt, reason, checks, missing} (issue 19 item 3), else None; ``preconditions``, for a
+    positive lesson, what its tasks need that they do not create (``preconditions.of_tasks``,
+    issue 19 item 4), else [].
     """
 
     id: str
@@ -575,6 +577,7 @@ class Lesson(_StoredDoc):
     utility: float | None = None
     evidence: list = dataclasses.field(default_factory=list)
     cause: dict | None = None
+    preconditions: list = dataclasses.field(default_factory=list)
 
 
 def confidence_for(status: str, credit: float | None = None) -> float:
@@ -866,7 +869,7 @@ def derive(lesson: t.MutableMapping, evidence_rows: t.Iterable[t.Mapping]) -> No
     """Set the fields a lesson derives from its evidence rows, in place: ``support`` (their
     number); ``rules`` ({short rule: {reason: the latest reason, vendor: the latest vendor
     attempt's reason or None, vendor_tasks_sha, vendor_checks: that attempt's failing checks}});
-    ``scope.kind``/``scope.ids``; ``evidence``; ``cause`` (see :class:`Lesson`)."""
+    ``scope.kind``/``scope.ids``; ``evidence``; ``cause``; ``preconditions`` (see :class:`Lesson`)."""
     rows = sorted(evidence_rows, key=lambda r: (r.get("time") or "", r.get("source_id") or "", r.get("source_kind")))
     rules: dict = {}
     for row in rows:
@@ -891,6 +894,9 @@ def derive(lesson: t.MutableMapping, evidence_rows: t.Iterable[t.Mapping]) -> No
                            "rule": r.get("rule"), "attempt": r.get("attempt")} for r in rows[-EVIDENCE_LISTED:]]
     failures = [r for r in rows if r.get("source_kind") == ATTEMPT and r.get("reason") in CAUSED_REASONS]
     last = failures[-1] if failures and lesson.get("kind") == NEGATIVE else None
+    from ansible_collections.scapforge.remediation.plugins.plugin_utils.memory import preconditions
+
+    lesson["preconditions"] = preconditions.of_tasks(lesson.get("tasks")) if lesson.get("kind") == POSITIVE else []
     lesson["cause"] = None if last is None else {
         "rule": last.get("rule"), "run": last.get("run_id"), "host": last.get("host"), "attempt": last.get("attempt"),
         "reason": last.get("reason"), "checks": last.get("checks"), "missing": list(last.get("missing") or [])}

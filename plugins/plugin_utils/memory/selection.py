@@ -189,7 +189,9 @@ class Decision:
     lesson: the lesson id; reason: the reason code to classify with; tasks; source; detail:
     one line for the report; checks: for a decision from a failed vendor fix, the OVAL checks
     that still failed after it (its cause, issue 19 item 3): the decision holds only while
-    :func:`cause_stands` on the rule as the host is now, None when the lesson has none.
+    :func:`cause_stands` on the rule as the host is now, None when the lesson has none;
+    preconditions: for ``try_first``, what the tasks need that they do not create
+    (``preconditions.of_tasks``): the replay is made only when none is missing.
     """
 
     action: str
@@ -199,6 +201,7 @@ class Decision:
     source: str | None = None
     detail: str = ""
     checks: tuple | None = None
+    preconditions: tuple = ()
 
 
 def _best(docs: t.Iterable[t.Mapping]) -> t.Mapping | None:
@@ -250,7 +253,12 @@ def decide(lessons_table, rule: str, fingerprint: t.Mapping, retry: bool = False
                    and (d.get("scope") or {}).get("rule") == rule)
     if proven is not None:
         source = ((proven.get("rules") or {}).get(rule) or {}).get("vendor") and "vendor" or "worker"
+        needs = proven.get("preconditions")
+        if needs is None:  # a lesson stored before preconditions were kept
+            from ansible_collections.scapforge.remediation.plugins.plugin_utils.memory import preconditions
+            needs = preconditions.of_tasks(proven["tasks"])
         return Decision(TRY_FIRST, proven["id"], tasks=list(proven["tasks"]), source=source,
+                        preconditions=tuple(dict(n) for n in needs),
                         detail="tasks that verified on a host like this one (lesson %s, support %d)"
                         % (proven["id"], int(proven.get("support") or 0)))
     if retry:

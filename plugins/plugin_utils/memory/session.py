@@ -148,7 +148,8 @@ class MemorySession:
 
     # ------------------------------------------------------------------ before a rule
     def decide(self, rule_id: str, category: str, llm: bool, tasks_sha: str | None = None,
-               look: t.Callable[[], tuple[str | None, t.Any]] | None = None) -> selection.Decision | None:
+               look: t.Callable[[], tuple[str | None, t.Any]] | None = None,
+               missing: t.Callable[[t.Sequence[dict]], list] | None = None) -> selection.Decision | None:
         """What memory alone says about the rule (``selection.decide``), logged as usage rows
         of mode ``act``; None in shadow mode (the would-be decision is only an event).
 
@@ -156,7 +157,10 @@ class MemorySession:
         decision from a failed fix with the checks it left failing stands only when
         ``selection.cause_stands`` on what ``look`` gives (issue 19 item 3: an earlier fix of
         this run, or the host itself, may have removed the cause); when the cause is gone the
-        rule is worked as if nothing were known, and :meth:`learn` updates the lesson."""
+        rule is worked as if nothing were known, and :meth:`learn` updates the lesson.
+        missing: which of a proven fix's preconditions the host lacks now (issue 19 item 4); a
+        replay with one missing is not made: the rule is worked as usual (the content's fix,
+        then the Worker, who is shown the lesson), and the lesson is not judged by it."""
         if self.broken:
             return None
 
@@ -174,6 +178,11 @@ class MemorySession:
                 self._cause_gone[short] = (decision.lesson, why)
                 return None
             decision = dataclasses.replace(decision, detail="%s; %s" % (decision.detail, why))
+        if decision.preconditions and missing is not None and self.acting:
+            lacking = missing(list(decision.preconditions))
+            if lacking:
+                self.events.emit("memory_precondition", rule=short, lesson=decision.lesson, missing=lacking)
+                return None
         self.events.emit("memory_decision", rule=short, action=decision.action, lesson=decision.lesson,
                          reason=decision.reason, detail=decision.detail, applied=self.acting)
         if not self.acting:

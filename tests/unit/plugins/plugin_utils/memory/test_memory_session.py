@@ -192,3 +192,37 @@ def test_a_cause_gone_but_the_fix_still_failing_weakens_the_lesson(tmp_path):
     with second.store.snapshot() as tx:
         [doc] = tx.lessons.search(Query().id == lesson)
     assert (doc["status"], doc["weight"]) == ("confirmed", 0.45)  # 0.5 - 0.05, one step
+
+
+# ----------------------------------------------------------------------------- preconditions (issue 19 item 4)
+AIDE = "xccdf_org.ssgproject.content_rule_aide_build_database"
+AIDE_TASKS = [{"ansible.builtin.lineinfile": {"path": "/etc/aide/aide.conf", "line": "database_out=file:/var/lib/aide"}},
+              {"ansible.builtin.command": {"cmd": "aideinit -y -f"}}]
+
+
+def proven_aide(tmp_path):
+    first, _events = session(tmp_path, "R1")
+    entry = {"rule": "aide_build_database", "outcome": "remediated", "reason": "verified", "attempts": 1,
+             "category": "aide", "detail": "", "attempt_log": [], "from_memory": None}
+    record = {"number": 1, "source": "worker", "tasks": AIDE_TASKS, "gate": None, "gate_refusals": [],
+              "report": {"ok": True, "changed": True, "error": None, "modules": [], "task_results": []},
+              "verdict": "passed", "reason": "verified", "detail": "", "result": "pass", "reflection": None}
+    return first.learn(entry, [record], from_memory=False)["created"][0]
+
+
+def test_a_proven_fix_is_not_replayed_while_a_precondition_is_missing(tmp_path):
+    lesson = proven_aide(tmp_path)
+    second, events = session(tmp_path, "R2")
+    asked = []
+
+    def missing(needs):
+        asked.append(needs)
+        return [n for n in needs if n["kind"] == "command"]  # aide is not installed here
+    assert second.decide(AIDE, "aide", llm=True, missing=missing) is None
+    assert asked == [[{"kind": "file", "name": "/etc/aide/aide.conf"}, {"kind": "command", "name": "aideinit"}]]
+    [event] = [e["data"] for e in read_events(events.path) if e["event"] == "memory_precondition"]
+    assert (event["lesson"], event["missing"]) == (lesson, [{"kind": "command", "name": "aideinit"}])
+    assert second.counts["shown"] == 0  # no act row: a replay that was not made judges nothing
+    third, _events = session(tmp_path, "R3")
+    decision = third.decide(AIDE, "aide", llm=True, missing=lambda needs: [])
+    assert (decision.action, decision.lesson, decision.tasks) == ("try_first", lesson, AIDE_TASKS)
