@@ -95,12 +95,21 @@ YESCRYPT_TASKS = {"tasks": [{"name": "Hash passwords with yescrypt", "ansible.bu
     "path": "/etc/login.defs", "regexp": "^\\s*ENCRYPT_METHOD\\s", "line": "ENCRYPT_METHOD YESCRYPT"}}]}
 
 
+#: a second Worker fix (the relay's, 2026-12-02: libpam-pwquality's pam-auth-update adds
+#: pam_pwquality.so retry=3) and an environment escalation (chronyd needs CAP_SYS_TIME)
+PAM_RETRY, CHRONY = "accounts_password_pam_retry", "service_chronyd_or_ntpd_enabled"
+PWQUALITY_TASKS = {"tasks": [{"name": "Install libpam-pwquality", "ansible.builtin.apt": {
+    "name": "libpam-pwquality", "state": "present"}}]}
+CHRONY_WHY = "chronyd: adjtimex(0x8001) failed: Operation not permitted: the container lacks CAP_SYS_TIME"
+
+
 @pytest.fixture(scope="module")
 def fleet(lab, lab_host, lab_inventory, tmp_path_factory, remediate):
     """Host 1 with the model: the Worker fails once with pipefail under dash, then fixes
-    set_password_hashing_algorithm_logindefs. Host 2 (fresh), same store: the rule is fixed by
-    the tasks that verified, before any model call; another rule's Worker prompt carries the
-    pipefail lesson."""
+    set_password_hashing_algorithm_logindefs; it fixes accounts_password_pam_retry; it says
+    chronyd cannot run here (environment). Host 2 (fresh), same store: the two fixes are
+    replayed and chrony ends the same way, with no model call for any of the three; another
+    rule's Worker prompt carries the pipefail lesson."""
     store = tmp_path_factory.mktemp("memory")
     host = lab.reset([lab_host.name])[0]
     rule = "set_password_hashing_algorithm_logindefs"
@@ -109,7 +118,12 @@ def fleet(lab, lab_host, lab_inventory, tmp_path_factory, remediate):
         llm.script(agent("Architect", rule, PLAN_MARK), {"verdict": "PLAN", "plan": "Set ENCRYPT_METHOD."})
         llm.script(agent("Worker", rule), PIPEFAIL_TASKS)
         llm.script(agent("Worker", rule), YESCRYPT_TASKS)
-        first = run_job(remediate, lab_inventory, host, tmp_path_factory.mktemp("runs"), llm, [rule],
+        llm.script(agent("Architect", PAM_RETRY, PLAN_MARK), {"verdict": "PLAN", "plan": "Install libpam-pwquality."})
+        llm.script(agent("Worker", PAM_RETRY), PWQUALITY_TASKS)
+        llm.script(agent("Architect", CHRONY, PLAN_MARK), {"verdict": "PLAN", "plan": "Enable and start chronyd."})
+        llm.script(agent("Worker", CHRONY), {"cannot_fix": {"reason": "environment", "evidence": CHRONY_WHY},
+                                             "rationale": "chronyd cannot run in this container"})
+        first = run_job(remediate, lab_inventory, host, tmp_path_factory.mktemp("runs"), llm, [rule, PAM_RETRY, CHRONY],
                         scapforge_memory_path=str(store))
     host = lab.reset([lab_host.name])[0]
     other = "accounts_password_set_max_life_root"
@@ -117,10 +131,10 @@ def fleet(lab, lab_host, lab_inventory, tmp_path_factory, remediate):
         llm.script(lambda b: b["messages"][0]["content"].startswith("You are the Reflector"), REFLECTION, times=None)
         llm.script(agent("Architect", other, PLAN_MARK), {"verdict": "PLAN", "plan": "Age root's password."})
         llm.script(agent("Worker", other), {"tasks": [{"ansible.builtin.command": {"argv": ["chage", "-M", "365", "root"]}}]})
-        second = run_job(remediate, lab_inventory, host, tmp_path_factory.mktemp("runs"), llm, [rule, other],
-                         scapforge_memory_path=str(store))
+        second = run_job(remediate, lab_inventory, host, tmp_path_factory.mktemp("runs"), llm,
+                         [rule, PAM_RETRY, CHRONY, other], scapforge_memory_path=str(store))
         requests = list(llm.requests)
-    after = own_oscap(host, [rule, other])
+    after = own_oscap(host, [rule, PAM_RETRY, CHRONY, other])
     return {"first": first, "second": second, "requests": requests, "after": after, "rule": rule, "other": other}
 
 
@@ -145,3 +159,17 @@ def test_a_lesson_from_one_rule_reaches_the_worker_on_another(fleet):
     assert "pipefail" in block and "Prior outcomes" in block
     outcome = fleet["second"]["rules"][other]
     assert outcome["lessons_shown"] and fleet["second"]["memory"]["shown"] >= 1
+
+
+def test_two_proven_fixes_and_an_environment_verdict_cost_no_model_call_on_a_fresh_host(fleet):
+    first, second = fleet["first"]["rules"], fleet["second"]["rules"]
+    ends = {r: (first[r]["outcome"], first[r]["reason"]) for r in (fleet["rule"], PAM_RETRY, CHRONY)}
+    assert ends == {fleet["rule"]: ("remediated", "verified"), PAM_RETRY: ("remediated", "verified"),
+                    CHRONY: ("escalated", "environment:no_sys_time")}
+    for rule, end in ends.items():
+        assert (second[rule]["outcome"], second[rule]["reason"]) == end, (rule, second[rule])
+        assert [b for b in fleet["requests"] if ("Rule: %s (" % rule) in b["messages"][1]["content"]] == [], rule
+    assert second[CHRONY]["attempts"] == 0 and second[CHRONY]["from_memory"]
+    assert verdicts(second[PAM_RETRY]) == [("worker", "passed")]
+    assert fleet["after"][fleet["rule"]] == fleet["after"][PAM_RETRY] == "pass"  # an independent scan
+    assert fleet["after"][CHRONY] == "fail"
