@@ -42,6 +42,12 @@ CUE_CAP, ACTION_CAP, RULE_CAP = 160, 240, 64
 #: every real one is longer): with less room left nothing more can fit.
 MIN_LINE = 26
 KIND_ORDER = {L.POSITIVE: 0, L.NEGATIVE: 1, L.CAUTION: 2}
+#: rules a skill-wide negative lesson of no known cause needs evidence from before other rules see it.
+SKILL_WIDE_RULES = 2
+#: the confidence a lesson needs to decide without a model (seed 002's gate): a confirmed lesson
+#: has 1.0, scaled by its category's credit (``lessons.confidence_for``): below 0.5 the advice of
+#: that category has done more harm than good, and the lesson is only shown.
+DECIDE_CONFIDENCE = 0.5
 
 _TAG = re.compile(r"<(?=\s*[/!?A-Za-z])")
 _FENCE = re.compile(r"`{3,}|~{3,}")
@@ -86,13 +92,18 @@ def render(lessons: t.Iterable[t.Mapping], max_chars: int = MAX_CHARS) -> str:
 def _tier(lesson: t.Mapping, rule: str, category: str | None) -> int | None:
     """0: the rule's own history (written for it, or evidence from it); 1: same category;
     2: the whole skill (no category); 3: another category's lesson not tied to one rule;
-    None: another rule's own lesson in another category (it cannot help this rule)."""
+    None: another rule's own lesson in another category (it cannot help this rule), or a
+    skill-wide negative lesson of no known task-shape cause with evidence from fewer than
+    :data:`SKILL_WIDE_RULES` rules (issue 19 item 2: one rule's failure is not the skill's)."""
     scope = lesson.get("scope") or {}
     if scope.get("rule") == rule or rule in (lesson.get("rules") or {}):
         return 0
     if category and scope.get("category") == category:
         return 1
     if not scope.get("category"):
+        if (lesson.get("kind") == L.NEGATIVE and not lesson.get("pattern") and not scope.get("rule")
+                and len(lesson.get("rules") or {}) < SKILL_WIDE_RULES):
+            return None
         return 2
     if not scope.get("rule"):
         return 3
@@ -210,9 +221,13 @@ def _best(docs: t.Iterable[t.Mapping]) -> t.Mapping | None:
 
 
 def _acts(doc: t.Mapping, rule: str) -> bool:
-    """Whether a lesson may decide for ``rule`` without a model (issue 19 item 2): a confirmed
-    lesson, or a candidate caution scoped to ``rule`` alone whose evidence names the rule in
-    at least :data:`RULE_CAUTION_SUPPORT` work items. Other candidates only inform prompts."""
+    """Whether a lesson may decide for ``rule`` without a model (issue 19 item 2): its
+    confidence at least :data:`DECIDE_CONFIDENCE`, and a confirmed lesson, or a candidate
+    caution scoped to ``rule`` alone whose evidence names the rule in at least
+    :data:`RULE_CAUTION_SUPPORT` work items. Other candidates only inform prompts."""
+    confidence = doc.get("confidence")
+    if confidence is not None and float(confidence) < DECIDE_CONFIDENCE:
+        return False
     if doc.get("status") == L.CONFIRMED:
         return True
     return (doc.get("status") == L.CANDIDATE and doc.get("kind") == L.CAUTION

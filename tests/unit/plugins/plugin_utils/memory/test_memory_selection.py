@@ -21,14 +21,18 @@ RULE, CAT = "sshd_set_idle_timeout", "ssh"
 DUP = "lineinfile with backrefs: true writes nothing when no line matches the regexp, and reports ok"
 
 
+#: the evidence of a skill-wide lesson from two rules (neither is RULE): enough to be shown to others
+TWO = {"audit_a": {}, "sshd_z": {}}
+
+
 def mk(id_, kind, status="confirmed", rule=None, category=None, weight=0.5, confidence=1.0, support=1,
        updated="2026-11-01T00:00:00Z", cue=None, action=None, fp=None, skill=SKILL, rules=None, tasks=None,
-       reason=None):
+       reason=None, pattern=None):
     return {"id": id_, "kind": kind, "status": status, "scope": {"skill": skill, "rule": rule, "category": category},
             "cue": cue or "cue of %s" % id_, "action": action or "action of %s" % id_, "fingerprint": dict(FP if fp is None else fp),
             "tasks": tasks, "reason": reason, "weight": weight, "confidence": confidence, "support": support,
             "outcomes": {"remediated": 0, "escalated": 0}, "created": "2026-10-01T00:00:00Z", "updated": updated,
-            "dedupe_key": "k-" + id_, "rules": rules or {}, "pattern": None, "credit": None, "utility": None}
+            "dedupe_key": "k-" + id_, "rules": rules or {}, "pattern": pattern, "credit": None, "utility": None}
 
 
 def table(docs):
@@ -57,11 +61,11 @@ HAND = [
     mk("c3", "negative", rule="sshd_c", category=CAT, weight=0.8, updated="2026-11-01T00:00:00Z"),
     mk("c4", "positive", rule="sshd_d", category=CAT, weight=0.7, support=5),
     mk("c5", "negative", rule="sshd_e", category=CAT, weight=0.8, updated="2026-11-03T00:00:00Z"),
-    mk("g1", "negative", support=10, cue=DUP, action="drop backrefs"),
+    mk("g1", "negative", support=10, cue=DUP, action="drop backrefs", rules=TWO),
     mk("g2", "positive", weight=0.4),
-    mk("g3", "negative", support=1, weight=0.5, cue=DUP, action="drop backrefs or add create: true"),
+    mk("g3", "negative", support=1, weight=0.5, cue=DUP, action="drop backrefs or add create: true", rules=TWO),
     mk("g4", "caution", weight=1.0),
-    mk("g5", "negative", support=2),
+    mk("g5", "negative", support=2, rules=TWO),
     mk("x1", "negative", category="audit", weight=1.0),
     mk("y1", "positive", rule="audit_a", category="audit", weight=1.0),
     mk("y2", "negative", rule="audit_b", category="audit", weight=1.0),
@@ -74,7 +78,7 @@ HAND = [
     mk("r6", "negative", fp=dict(FP, os="redhat"), rule=RULE, category=CAT),
     mk("k1", "positive", fp=KVM, category=CAT, weight=1.0),
     mk("k2", "caution", fp=KVM, rules={RULE: {}}),
-    mk("k3", "negative", fp=KVM),
+    mk("k3", "negative", fp=KVM, pattern="dash_pipefail"),
     mk("k4", "negative", fp=KVM, rule=RULE, category=CAT),
 ]
 
@@ -104,7 +108,7 @@ def test_selection_for_another_fingerprint_sees_only_its_own_lessons():
 
 def test_selection_fits_the_character_budget():
     big = [mk("b%02d" % i, "negative", category=None, weight=0.9 - i / 100, cue=("%02d " % i) + "c" * 10000,
-              action="a" * 10000) for i in range(12)]
+              action="a" * 10000, rules=TWO) for i in range(12)]
     t = table(big)
     got = S.select(t, RULE, CAT, SKILL, FP, limit=8)
     block = S.render(got)
@@ -264,3 +268,24 @@ def evidence_of(*lines):
 ])
 def test_cause_stands_only_while_what_the_fix_left_failing_still_fails(checks, result, evidence, stands):
     assert S.cause_stands(checks, result, evidence)[0] is stands
+
+
+def test_a_skill_wide_negative_lesson_of_no_known_cause_needs_two_rules_before_others_see_it():
+    one = mk("s1", "negative", weight=0.9, rules={"audit_a": {}})      # one rule's gate refusal
+    two = mk("s2", "negative", weight=0.8, rules=TWO)                  # the same cause on two rules
+    known = mk("s3", "negative", weight=0.7, rules={"audit_a": {}}, pattern="dash_pipefail")  # a known task-shape cause
+    caution = mk("s4", "caution", weight=0.6, rules={"audit_a": {}}, reason="environment:x")  # a property of the host
+    t = table([one, two, known, caution])
+    assert ids(S.select(t, RULE, CAT, SKILL, FP)) == ["s2", "s3", "s4"]
+    assert ids(S.select(t, "audit_a", "audit", SKILL, FP)) == ["s1", "s2", "s3", "s4"]  # its own rule sees it
+
+
+@pytest.mark.parametrize("confidence, acts", [(1.0, True), (0.5, True), (0.4999, False), (0.0, False), (None, True)])
+def test_a_lesson_decides_only_from_the_documented_confidence(confidence, acts):
+    # issue 19's case: a negative lesson of support 1 and confidence 0.00 ended a rule from memory
+    doc = mk("n1", "negative", rule=RULE, category=CAT, confidence=confidence,
+             rules={RULE: {"reason": "fix_ineffective", "vendor": "fix_ineffective", "vendor_tasks_sha": None}})
+    decided = S.decide(table([doc]), RULE, FP, llm=False)
+    assert (decided is not None) is acts
+    if acts:
+        assert (decided.action, decided.reason) == ("classify", "fix_ineffective")
