@@ -662,6 +662,24 @@ def _what(short: str, source: str | None, tasks: t.Any) -> str:
     return "the Worker's tasks for rule %s" % short
 
 
+def failed_step(record: t.Any) -> str:
+    """What failed, from structured fields only (issue 19 item 1: lesson text is never a mangled
+    message, which the evidence row keeps): the module of the first task that failed and the
+    path or name it was given; the reason code otherwise."""
+    report = _get(record, "report") or {}
+    failed = next((r for r in report.get("task_results") or [] if isinstance(r, dict) and r.get("failed")
+                   and not r.get("ignored")), None)
+    if failed is None or not failed.get("module"):
+        return str(_get(record, "reason") or "a task failed")
+    target = ""
+    for ds in _get(record, "tasks") or []:
+        if isinstance(ds, dict) and ds.get("name") == failed.get("name"):
+            for _fqcn, args in iter_tasks([ds]):
+                target = str(args.get("path") or args.get("dest") or args.get("name") or "")
+            break
+    return "module %s%s" % (failed["module"], " on %s" % clean_text(target, 120) if target else "")
+
+
 class _Extractor:
     def __init__(self, fingerprint: t.Mapping, skill: str, run_id: str, host: str) -> None:
         self.fp = dict(fingerprint)
@@ -790,14 +808,15 @@ class _Extractor:
             pattern, cue, action = hit
             return self.add(kind=NEGATIVE, status=CONFIRMED, scope=self.scope(), cue=cue, action=action,
                             reason=reason, pattern=pattern.slug, evidence=[ev])
-        error = A.normalise(message)[:ERROR_CHARS] or "no message"
+        # the gate's refusal is in our own words; a task's message is the module's: never lesson text
+        step = (A.normalise(message)[:ERROR_CHARS] or "no message") if refusal is not None else failed_step(record)
         if generic:  # a gate refusal of model-written tasks: about the task text, whatever the rule
             return self.add(kind=NEGATIVE, status=CONFIRMED, scope=self.scope(),
-                            cue="the gate refuses model-written tasks: %s" % error,
+                            cue="the gate refuses model-written tasks: %s" % step,
                             action="nothing ran (fix_refused): write the tasks without it", reason=reason,
                             evidence=[ev])
         return self.add(kind=NEGATIVE, status=CONFIRMED, scope=self.scope(short, category),
-                        cue="%s: %s: %s" % (_what(short, source, tasks), how, error),
+                        cue="%s: %s: %s" % (_what(short, source, tasks), how, step),
                         action="it was rolled back (%s): do not repeat it as is" % reason, tasks=_plain(tasks),
                         reason=reason, evidence=[ev])
 

@@ -324,10 +324,25 @@ def test_rule_specific_and_skill_wide_failures():
     unknown_module = by_cue(lessons_t, "apt_remove")
     assert unknown_module["scope"]["rule"] is None and unknown_module["pattern"] == "unknown_module"
     assert unknown_module["action"].endswith("the module that exists: ansible.builtin.apt")
-    # an error we cannot recognise stays with its rule, numbers blanked (attempts.normalise)
+    # an error we cannot recognise stays with its rule; its text is built from fields, the message
+    # is in the evidence (issue 19 item 1: never a mangled message as lesson text)
     telnet = by_cue(lessons_t, "telnet")
     assert telnet["scope"]["rule"] == "package_telnet_removed"
-    assert "(took # ms)" in telnet["cue"] and "unit file telnet.service does not exist" in telnet["cue"]
+    assert telnet["cue"] == ("for rule package_telnet_removed the tasks ansible.builtin.shell(_raw_params=systemctl mask "
+                             "telnet): a task failed: fix_failed")
+    [row] = [r for r in evidence_t.all() if r["lesson"] == telnet["id"]]
+    assert "Unit file telnet.service does not exist (took 12 ms)" in row["detail"]
+
+
+def test_a_task_failure_is_named_by_its_module_and_target_never_by_its_message():
+    tasks = [{"name": "Read", "ansible.builtin.stat": {"path": "/etc/aide/aide.conf"}},
+             {"name": "Set the database", "ansible.builtin.lineinfile": {"path": "/etc/aide/aide.conf", "line": "x"}}]
+    record = dict(rec(1, "vendor", "failed", "fix_failed", tasks, error="Destination /etc/aide/aide.conf does not exist !"))
+    record["report"]["task_results"] = [{"name": "Read", "module": "ansible.builtin.stat", "failed": False},
+                                        {"name": "Set the database", "module": "ansible.builtin.lineinfile", "failed": True}]
+    assert L.failed_step(record) == "module ansible.builtin.lineinfile on /etc/aide/aide.conf"
+    record["report"]["task_results"][1]["ignored"] = True
+    assert L.failed_step(record) == "fix_failed"
 
 
 def test_admission_rule_refuses_empty_lessons():
