@@ -135,7 +135,10 @@ def fleet(lab, lab_host, lab_inventory, tmp_path_factory, remediate):
                          [rule, PAM_RETRY, CHRONY, other], scapforge_memory_path=str(store))
         requests = list(llm.requests)
     after = own_oscap(host, [rule, PAM_RETRY, CHRONY, other])
-    return {"first": first, "second": second, "requests": requests, "after": after, "rule": rule, "other": other}
+    with MemoryStore(str(store)).snapshot() as tx:
+        lessons, usage = [dict(d) for d in tx.lessons.all()], [dict(u) for u in tx.usage.all()]
+    return {"first": first, "second": second, "requests": requests, "after": after, "rule": rule, "other": other,
+            "lessons": lessons, "usage": usage}
 
 
 def test_a_fix_proven_on_one_host_is_tried_first_on_the_next_without_a_model(fleet):
@@ -173,3 +176,20 @@ def test_two_proven_fixes_and_an_environment_verdict_cost_no_model_call_on_a_fre
     assert verdicts(second[PAM_RETRY]) == [("worker", "passed")]
     assert fleet["after"][fleet["rule"]] == fleet["after"][PAM_RETRY] == "pass"  # an independent scan
     assert fleet["after"][CHRONY] == "fail"
+
+
+def test_a_verified_lesson_shown_for_an_unrelated_rule_keeps_its_weight_after_the_dream_pass(fleet):
+    """Issue 19 item 2's case (package_audit_installed's fix retired for being shown in audit
+    prompts): a proven fix shown in another rule's Worker prompt is judged only by its own rule."""
+    positives = {d["id"]: d for d in fleet["lessons"] if d["kind"] == "positive" and d["scope"].get("rule")}
+    elsewhere = {u["lesson"] for u in fleet["usage"] if u["lesson"] in positives and u["mode"] == "inject"
+                 and u["rule"] != positives[u["lesson"]]["scope"]["rule"]}
+    assert elsewhere, "premise: a proven fix was shown in another rule's prompt"
+    for lesson in elsewhere:
+        doc = positives[lesson]
+        own = [u for u in fleet["usage"] if u["lesson"] == lesson and u["rule"] == doc["scope"]["rule"]]
+        # run 1 created it at 0.5; each replay of its own rule that passed added 0.1; being shown
+        # elsewhere added nothing and took nothing away
+        passed = {(u["run_id"], u["rule"]) for u in own if u["outcome"] == "remediated"}
+        assert doc["weight"] == round(0.5 + 0.1 * len(passed), 4), (doc["weight"], own)
+        assert doc["status"] == "confirmed"
