@@ -178,6 +178,8 @@ def success(lesson: t.Mapping, row: t.Mapping) -> int | None:
         return None
     if row.get("reason") in NOT_BY_ITS_FIX or row.get("reason") in NO_FIX_JUDGED:
         return None
+    if lesson.get("kind") != L.CAUTION and str(row.get("reason") or "").startswith(outcomes.ENVIRONMENT_PREFIX):
+        return None  # the environment stopped the rule: no advice could have fixed it, none failed
     if lesson.get("kind") == L.CAUTION:
         if row.get("reason") == lesson.get("reason"):
             return 1

@@ -44,9 +44,10 @@ MIN_LINE = 26
 KIND_ORDER = {L.POSITIVE: 0, L.NEGATIVE: 1, L.CAUTION: 2}
 #: rules a skill-wide negative lesson of no known cause needs evidence from before other rules see it.
 SKILL_WIDE_RULES = 2
-#: the confidence a lesson needs to decide without a model (seed 002's gate): a confirmed lesson
-#: has 1.0, scaled by its category's credit (``lessons.confidence_for``): below 0.5 the advice of
-#: that category has done more harm than good, and the lesson is only shown.
+#: the share of its status's base confidence (``lessons.CONFIDENCE``: confirmed 1.0, candidate
+#: 0.5) a lesson needs to decide without a model (seed 002's gate). The dream pass scales the base
+#: by ``(1 + credit) / 2`` of its category (``lessons.confidence_for``): below half of it the
+#: category's credit is negative, its shown advice did more harm than good, and the lesson is only shown.
 DECIDE_CONFIDENCE = 0.5
 
 _TAG = re.compile(r"<(?=\s*[/!?A-Za-z])")
@@ -222,11 +223,11 @@ def _best(docs: t.Iterable[t.Mapping]) -> t.Mapping | None:
 
 def _acts(doc: t.Mapping, rule: str) -> bool:
     """Whether a lesson may decide for ``rule`` without a model (issue 19 item 2): its
-    confidence at least :data:`DECIDE_CONFIDENCE`, and a confirmed lesson, or a candidate
+    confidence at least :data:`DECIDE_CONFIDENCE` of its status's base, and a confirmed lesson, or a candidate
     caution scoped to ``rule`` alone whose evidence names the rule in at least
     :data:`RULE_CAUTION_SUPPORT` work items. Other candidates only inform prompts."""
     confidence = doc.get("confidence")
-    if confidence is not None and float(confidence) < DECIDE_CONFIDENCE:
+    if confidence is not None and float(confidence) < DECIDE_CONFIDENCE * L.CONFIDENCE.get(doc.get("status"), 0.5):
         return False
     if doc.get("status") == L.CONFIRMED:
         return True

@@ -380,3 +380,19 @@ def test_an_end_that_judges_no_fix_neither_rewards_nor_penalises():
     # an escalation that does judge the fix still costs the lesson shown
     assert show(s, lesson(s, "N"), "f", "a", "cat", "escalated", "fix_failed", followed=False)["reinforced"] == ["N"]
     assert lesson(s, "N")["weight"] == 0.45
+
+
+def test_an_environment_end_judges_no_advice_but_confirms_its_caution():
+    """Issue 19: chronyd ended environment:no_sys_time with the pipefail lesson in its prompt.
+    That lesson gets no penalty (weight 0.5, nothing counted), so the services category keeps no
+    credit (None) and the caution of that rule still decides; the caution itself is credited."""
+    s = store()
+    s.lessons.insert(mk("N", "negative"))  # skill-wide: in scope for any rule
+    s.lessons.insert(mk("C", "caution", rule="chrony", category="services", reason="environment:no_sys_time",
+                        rules={"chrony": {}}))
+    assert show(s, lesson(s, "N"), "e1", "chrony", "services", "escalated", "environment:no_sys_time",
+                followed=False, attempts=(1,)) == {"reinforced": [], "confirmed": []}
+    assert lesson(s, "N")["weight"] == 0.5 and sum((lesson(s, "N").get("outcomes") or {}).values()) == 0
+    assert show(s, lesson(s, "C"), "e2", "chrony", "services", "escalated", "environment:no_sys_time",
+                attempts=(1,))["reinforced"] == ["C"]
+    assert lesson(s, "C")["weight"] == 0.6

@@ -289,3 +289,12 @@ def test_a_lesson_decides_only_from_the_documented_confidence(confidence, acts):
     assert (decided is not None) is acts
     if acts:
         assert (decided.action, decided.reason) == ("classify", "fix_ineffective")
+
+
+@pytest.mark.parametrize("confidence, acts", [(0.5, True), (0.25, True), (0.2499, False), (0.0, False)])
+def test_a_candidate_caution_decides_while_its_categorys_credit_is_not_negative(confidence, acts):
+    # candidate base 0.5; credit 0 -> 0.5 x (1 + 0) / 2 = 0.25, the least that still decides
+    doc = mk("c9", "caution", status="candidate", rule=RULE, category=CAT, confidence=confidence,
+             rules={RULE: {"reason": "environment:no_sys_time"}}, reason="environment:no_sys_time")
+    decided = S.decide(table([doc]), RULE, FP, llm=True)
+    assert (decided is not None and decided.reason == "environment:no_sys_time") is acts
