@@ -9,6 +9,15 @@ whether the attempt followed what it was shown), :meth:`learn` when a rule finis
 of the run select them from their next rule on, and reinforcement of the lessons shown,
 seed 000 fix 1), and :meth:`close` at the end (the dream pass, seed 004).
 
+One write transaction per finished rule (issue 19 item 7): the usage rows of ``decide`` and
+``saw`` are kept by the session and written in the rule's ``learn`` transaction, before its
+outcome is stamped on them (rows of a rule that never reached ``learn`` are written by
+``close``). Every transaction takes the store's lock and reads and rewrites whole table files:
+with 10,000 lessons a rule's learn holds the lock about 2 s, and the 32 hosts of a run queue
+for that one lock (bench/memory_fleet.py: 2.7 transactions a rule before, 1 now). An unstamped
+usage row counts for nothing (``learning.success``), so nothing is lost by writing it at the
+rule's end; a host killed in the middle of a rule loses that rule's unstamped rows.
+
 Modes (``scapforge_memory_mode``, seed 002): ``off`` (no session), ``shadow`` (select and
 log what would have been shown or decided; the prompts and the run do not change),
 ``inject`` (the block goes into the Architect's and the Worker's prompts and decisions act).
@@ -67,6 +76,7 @@ class MemorySession:
         self.degraded: list[str] = []
         self._shown: set[str] = set()
         self._cause_gone: dict[str, tuple[str, str]] = {}
+        self._pending: list[dict] = []  # usage rows not written yet: the next learn (or close) writes them
         self.counts = {"shown": 0, "created": 0, "reinforced": 0, "retired": 0}
 
     @classmethod
@@ -218,10 +228,9 @@ class MemorySession:
 
     def _log(self, docs: list, short: str, category: str, attempt: int, mode: str, executed_tasks: t.Any = None,
              directive: bool | None = None) -> None:
-        rows = learning.usage_rows(docs, self.run_id, self.host, short, category, attempt, mode,
-                                   executed_tasks=executed_tasks, directive=directive)
-        ok, _none = self._write("usage", lambda tx: learning.log_usage(tx.usage, rows))
-        if ok and mode in ("inject", "act"):
+        self._pending.extend(learning.usage_rows(docs, self.run_id, self.host, short, category, attempt, mode,
+                                                 executed_tasks=executed_tasks, directive=directive))
+        if mode in ("inject", "act"):
             self._shown.update(doc["id"] for doc in docs)
             self.counts["shown"] = len(self._shown)
 
@@ -238,10 +247,11 @@ class MemorySession:
             return {}
         short = rule_entry["rule"]
         report = {"host": self.host, "run_id": self.run_id, "rules": {short: rule_entry}}
-
+        pending = list(self._pending)
         gone = self._cause_gone.pop(short, None)
 
         def change(tx):
+            learning.log_usage(tx.usage, pending)  # the rule's usage rows first: reinforce stamps them
             candidates = lessons.extract(report, {short: attempt_records}, self.fingerprint, self.skill,
                                          run_id=self.run_id, host=self.host)
             made = lessons.record(tx.lessons, tx.evidence, candidates)
@@ -254,6 +264,7 @@ class MemorySession:
         ok, got = self._write("learn", change)
         if not ok:
             return {}
+        del self._pending[:len(pending)]
         made, done = got
         self.counts["created"] += len(made.get("created") or [])
         self.counts["reinforced"] += len(done.get("reinforced") or [])
@@ -267,8 +278,14 @@ class MemorySession:
         report's ``memory`` block: ``counts`` with ``state`` and ``reason`` (and ``error``, the
         same text as ``reason``, when the session is off)."""
         if not self.broken:
-            ok, dreamt = self._write("dream", lambda tx: learning.dream(tx.lessons, tx.usage))
+            pending = list(self._pending)
+
+            def change(tx):
+                learning.log_usage(tx.usage, pending)  # rows of rules that never reached learn
+                return learning.dream(tx.lessons, tx.usage)
+            ok, dreamt = self._write("dream", change)
             if ok:
+                self._pending = []
                 self.counts["retired"] = len(dreamt.get("retired") or [])
                 self.events.emit("memory_dream", categories=dreamt.get("categories"), retired=dreamt.get("retired"))
         block = dict(self.counts, state=self.state, reason=self.reason)

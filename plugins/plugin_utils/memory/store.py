@@ -380,14 +380,20 @@ def recover_tinydb(raw: bytes) -> Recovery:
 class AtomicJSONStorage(Storage):
     """TinyDB storage for one table file, written with :func:`atomic_write`.
 
-    The file is read once, by :meth:`load` (when the table is opened); ``read()`` returns a
-    fresh ``dict`` parsed from those bytes (no aliasing between calls: a document returned by
-    TinyDB can be changed freely, only Table writes persist), ``write(data)`` replaces the file
-    atomically and keeps the bytes written. Inside a transaction nobody else writes (the lock),
-    so the bytes kept are the file's content; in a read-only snapshot the table is the file as
-    it was when opened. Cost: one JSON parse of the whole file per TinyDB call (measured here:
-    0.13 s for a 9 MB lessons.json of 10k lessons; an insert there, parse x2 + dump + fsync,
-    0.45 s).
+    The file is read once, by :meth:`load` (when the table is opened), and parsed at most once
+    until the next write: the parse that validates it at open, or the first ``read()``, is kept.
+    Each ``read()`` returns a fresh ``dict`` of fresh table and document dicts (a document
+    returned by TinyDB can be changed freely at the top level, and an update that raises half
+    way leaves nothing behind; only Table writes persist); the values nested in a document
+    (``scope``, ``rules``, ``tasks``...) are shared with the kept parse until the next write, so
+    change them on a copy, as the memory code does. ``write(data)`` replaces the file
+    atomically and keeps the bytes written (the next read parses them). Inside a transaction
+    nobody else writes (the lock), so the bytes kept are the file's content; in a read-only
+    snapshot the table is the file as it was when opened. Cost, measured with 10k lessons
+    (a 10 MB lessons.json, bench/memory_fleet.py): a parse 0.1 to 0.15 s, a read after it
+    0.02 s (the document copies), a write (dump + fsync) 0.15 s; before the parse was kept,
+    every TinyDB call parsed the whole file, and a finished rule's learn transaction made 16
+    parses.
 
     path: the JSON file. read_only: ``write`` raises MemoryStoreError (snapshots).
     validated: a dict shared by the store, path -> identity (device, inode, size, mtime in ns)
@@ -403,6 +409,7 @@ class AtomicJSONStorage(Storage):
         self.read_only = read_only
         self._validated = validated
         self._raw: bytes | None = None
+        self._data: dict | None = None
         self._loaded = False
         self._closed = False
 
@@ -415,11 +422,12 @@ class AtomicJSONStorage(Storage):
         """Read the file now. Raises _CorruptFile (the caller decides about moving it aside)
         or MemoryStoreError (unreadable)."""
         raw, ident = _read_with_identity(self.path)
+        data = None
         if raw is not None and (self._validated is None or self._validated.get(self.path) != ident):
-            _parse_tinydb(raw)
+            data = _parse_tinydb(raw)
             if self._validated is not None:
                 self._validated[self.path] = ident
-        self._raw, self._loaded = raw, True
+        self._raw, self._data, self._loaded = raw, data, True
 
     def read(self) -> dict[str, dict[str, t.Any]] | None:
         self._check_open()
@@ -430,10 +438,13 @@ class AtomicJSONStorage(Storage):
                 raise MemoryStoreError('memory file %s is corrupt: %s' % (self.path, e)) from None
         if self._raw is None:
             return None  # TinyDB's convention for "no data yet"
-        try:
-            return json.loads(self._raw)
-        except ValueError as e:  # only if the file changed in place with the same identity
-            raise MemoryStoreError('memory file %s is corrupt: %s' % (self.path, e)) from None
+        if self._data is None:
+            try:
+                self._data = json.loads(self._raw)
+            except ValueError as e:  # only if the file changed in place with the same identity
+                raise MemoryStoreError('memory file %s is corrupt: %s' % (self.path, e)) from None
+        # fresh containers down to each document: TinyDB's updates change these in place
+        return {name: {doc_id: dict(doc) for doc_id, doc in docs.items()} for name, docs in self._data.items()}
 
     def write(self, data: dict[str, dict[str, t.Any]]) -> None:
         self._check_open()
@@ -442,12 +453,12 @@ class AtomicJSONStorage(Storage):
                                    'MemoryStore.transaction()' % self.path)
         raw = json.dumps(data, separators=(',', ':')).encode('ascii')
         atomic_write(self.path, raw)
-        self._raw, self._loaded = raw, True
+        self._raw, self._data, self._loaded = raw, None, True  # ``data`` may hold the caller's objects: not kept
         if self._validated is not None:
             self._validated[self.path] = _identity(self.path)  # ours: we hold the lock
 
     def close(self) -> None:
-        self._raw, self._loaded, self._closed = None, False, True
+        self._raw, self._data, self._loaded, self._closed = None, None, False, True
 
 
 _Problem = t.Tuple[str, t.Optional[str], str]  # (table name, moved_to, reason)

@@ -226,3 +226,35 @@ def test_a_proven_fix_is_not_replayed_while_a_precondition_is_missing(tmp_path):
     third, _events = session(tmp_path, "R3")
     decision = third.decide(AIDE, "aide", llm=True, missing=lambda needs: [])
     assert (decision.action, decision.lesson, decision.tasks) == ("try_first", lesson, AIDE_TASKS)
+
+
+def test_one_write_transaction_per_finished_rule(tmp_path):
+    """Issue 19 item 7: the usage rows of decide and saw are written with the rule's learn, in
+    its one transaction, before its outcome is stamped on them; a rule that never reached
+    learn has its rows written by close."""
+    first, _events = session(tmp_path, "R1")
+    lesson = first.learn(ENTRY, [], from_memory=False)["created"][0]
+    second, _events = session(tmp_path, "R2")
+    transactions = []
+    real = second.store.transaction
+
+    def counted(*args, **kwargs):
+        transactions.append(1)
+        return real(*args, **kwargs)
+    second.store.transaction = counted
+    assert second.decide(RULE, "kernel", llm=False).lesson == lesson
+    second.saw(RULE, "kernel", 1, [lesson], None)
+    assert transactions == [] and second.counts["shown"] == 1
+    assert second.learn(dict(ENTRY, from_memory=lesson), [], from_memory=True) == {
+        "created": [], "supported": [], "reinforced": [], "confirmed": []}
+    assert len(transactions) == 1
+    with second.store.snapshot() as view:
+        rows = view.usage.all()
+    assert sorted((r["attempt"], r["mode"], r["outcome"], r["from_memory"]) for r in rows) == [
+        (0, "act", "escalated", True), (1, "inject", "escalated", True)]
+    other = "xccdf_org.ssgproject.content_rule_sysctl_kernel_dmesg_restrict"
+    second.saw(other, "kernel", 1, [lesson], None)  # the run stops before this rule ends
+    assert second.close()["state"] == "on" and len(transactions) == 2
+    with second.store.snapshot() as view:
+        rows = view.usage.all()
+    assert [(r["rule"], r["outcome"]) for r in rows if r["rule"] != ENTRY["rule"]] == [("sysctl_kernel_dmesg_restrict", None)]

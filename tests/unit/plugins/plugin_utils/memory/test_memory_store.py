@@ -329,3 +329,34 @@ def test_lock_timeout_names_the_lock_file(tmp_path):
     assert holder.exitcode == 0
     with store.transaction(timeout=5) as tx:
         assert tx.runs.all() == []
+
+
+def test_a_table_is_parsed_once_per_write_and_each_read_gets_its_own_documents(tmp_path, monkeypatch):
+    """Issue 19 item 7: a transaction parses a table file once (and once after each of its
+    writes), not once per TinyDB call; each call still gets documents of its own."""
+    path = str(tmp_path / 'mem')
+    store = MemoryStore(path)
+    with store.transaction() as tx:
+        tx.lessons.insert_multiple([{'id': 'L%d' % i, 'scope': {'rule': 'r%d' % i}, 'weight': 0.5} for i in range(3)])
+    parses = []
+    real_loads = json.loads
+
+    def loads(raw, *args, **kwargs):
+        if (raw if isinstance(raw, str) else raw.decode('ascii')).startswith('{"lessons"'):
+            parses.append(1)
+        return real_loads(raw, *args, **kwargs)
+    monkeypatch.setattr(json, 'loads', loads)
+    with store.transaction() as tx:
+        first = tx.lessons.all()
+        first[0]['weight'] = 9.0  # a top-level change without a write stays in this document
+        assert [d['weight'] for d in tx.lessons.all()] == [0.5, 0.5, 0.5]
+        assert len(tx.lessons.search(lambda d: True)) == 3 and tx.lessons.get(doc_id=2)['id'] == 'L1'
+        assert len(parses) == 1  # one parse for every call
+        with pytest.raises(ValueError):  # an update that fails half way leaves nothing behind
+            tx.lessons.insert_multiple([{'id': 'L3'}, 'not a document'])
+        assert [d['id'] for d in tx.lessons.all()] == ['L0', 'L1', 'L2']
+        tx.lessons.update({'weight': 0.6}, doc_ids=[1])
+        assert tx.lessons.get(doc_id=1)['weight'] == 0.6 and len(parses) == 2  # the bytes written, parsed once
+        assert tx.lessons.get(doc_id=1)['weight'] == 0.6 and len(parses) == 2
+    monkeypatch.setattr(json, 'loads', real_loads)
+    assert [d['weight'] for d in _load(os.path.join(path, 'lessons.json'))['lessons'].values()] == [0.6, 0.5, 0.5]
