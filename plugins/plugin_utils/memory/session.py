@@ -38,10 +38,17 @@ import typing as t
 
 from ansible_collections.scapforge.remediation.plugins.plugin_utils import safety
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.memory import learning, lessons, selection
-from ansible_collections.scapforge.remediation.plugins.plugin_utils.memory.errors import MemoryCorrupt
+from ansible_collections.scapforge.remediation.plugins.plugin_utils.memory.errors import MemoryCorrupt, MemoryLockBusy
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.memory.store import MemoryStore, aside_files, table_file
 
 MODES = ("off", "shadow", "inject")
+#: what a busy lock gives :meth:`MemorySession._write` (nothing is wrong with the store).
+BUSY = "busy"
+BUSY_NOTE = ("the store's lock was busy (other hosts held it past the lock timeout): "
+             "this host's lessons are kept and written at its next chance")
+BUSY_DONE = "the store's lock was busy for a while (other hosts held it): every lesson was written later"
+#: close waits this many lock timeouts for the lock (the last chance to write the backlog).
+CLOSE_WAIT = 4
 #: the host report's ``memory.state``: on (working), degraded (working, after a corrupt table was moved aside
 #: and a fresh one started: ``reason`` says which and where to), off (mode off, or the store cannot be used).
 STATES = ("on", "degraded", "off")
@@ -77,6 +84,8 @@ class MemorySession:
         self._shown: set[str] = set()
         self._cause_gone: dict[str, tuple[str, str]] = {}
         self._pending: list[dict] = []  # usage rows not written yet: the next learn (or close) writes them
+        self._backlog: list[tuple] = []  # finished rules a busy lock kept out: the next learn (or close) writes them
+        self._then: t.Any = None  # what the last flush's ``then`` returned
         self.counts = {"shown": 0, "created": 0, "reinforced": 0, "retired": 0}
 
     @classmethod
@@ -149,12 +158,31 @@ class MemorySession:
                 return look(tx)
         return self._guarded(what, work)
 
-    def _write(self, what: str, change: t.Callable[[t.Any], t.Any]) -> tuple[bool, t.Any]:
-        """``change(tables)`` inside a transaction (the lock), through :meth:`_guarded`."""
+    def _write(self, what: str, change: t.Callable[[t.Any], t.Any], busy: bool = False,
+               timeout: float | None = None) -> tuple[bool, t.Any]:
+        """``change(tables)`` inside a transaction (the lock), through :meth:`_guarded`. With
+        ``busy``, a lock other hosts held past the timeout gives (False, :data:`BUSY`) and the
+        session stays on: the caller keeps what it would have written."""
         def work():
-            with self.store.transaction() as tx:
+            with self.store.transaction(timeout) as tx:
                 return change(tx)
-        return self._guarded(what, work)
+        if not busy:
+            return self._guarded(what, work)
+        try:
+            return True, work()
+        except MemoryLockBusy as exc:
+            self.events.emit("memory_busy", during=what, msg=str(exc)[:300], kept=len(self._backlog))
+            return False, BUSY
+        except MemoryCorrupt as exc:
+            try:  # healed once, as _guarded does; a second failure turns the session off
+                self._heal(what, exc)
+                return True, work()
+            except Exception as again:
+                self._fail(what, again)
+                return False, None
+        except Exception as exc:  # memory must never cost a run: a bug here turns it off
+            self._fail(what, exc)
+            return False, None
 
     # ------------------------------------------------------------------ before a rule
     def decide(self, rule_id: str, category: str, llm: bool, tasks_sha: str | None = None,
@@ -245,47 +273,64 @@ class MemorySession:
         """
         if self.broken:
             return {}
-        short = rule_entry["rule"]
-        report = {"host": self.host, "run_id": self.run_id, "rules": {short: rule_entry}}
-        pending = list(self._pending)
-        gone = self._cause_gone.pop(short, None)
+        self._backlog.append((rule_entry, attempt_records, from_memory, self._cause_gone.pop(rule_entry["rule"], None)))
+        results = self._flush("learn")
+        return results[-1] if results else {}
+
+    def _flush(self, what: str, timeout: float | None = None, then: t.Callable[[t.Any], t.Any] | None = None) -> list:
+        """Write the backlog of finished rules (oldest first) and the usage rows kept, in ONE
+        transaction, then ``then(tx)``; returns each rule's result ({} each when the lock was
+        busy: they stay in the backlog, and the session says so, ``degraded``)."""
+        backlog, pending = list(self._backlog), list(self._pending)
 
         def change(tx):
-            learning.log_usage(tx.usage, pending)  # the rule's usage rows first: reinforce stamps them
-            candidates = lessons.extract(report, {short: attempt_records}, self.fingerprint, self.skill,
-                                         run_id=self.run_id, host=self.host)
-            made = lessons.record(tx.lessons, tx.evidence, candidates)
-            done = learning.reinforce(tx.lessons, tx.usage, tx.evidence, self.run_id, self.host, short,
-                                      rule_entry["outcome"], rule_entry["reason"], from_memory=from_memory)
-            if gone is not None:
-                done.update(learning.cause_gone(tx.lessons, tx.evidence, gone[0], self.run_id, self.host, short,
-                                                rule_entry["outcome"], rule_entry["reason"], gone[1]))
-            return made, done
-        ok, got = self._write("learn", change)
+            learning.log_usage(tx.usage, pending)  # the rules' usage rows first: reinforce stamps them
+            out = []
+            for rule_entry, attempt_records, from_memory, gone in backlog:
+                short = rule_entry["rule"]
+                report = {"host": self.host, "run_id": self.run_id, "rules": {short: rule_entry}}
+                candidates = lessons.extract(report, {short: attempt_records}, self.fingerprint, self.skill,
+                                             run_id=self.run_id, host=self.host)
+                made = lessons.record(tx.lessons, tx.evidence, candidates)
+                done = learning.reinforce(tx.lessons, tx.usage, tx.evidence, self.run_id, self.host, short,
+                                          rule_entry["outcome"], rule_entry["reason"], from_memory=from_memory)
+                if gone is not None:
+                    done.update(learning.cause_gone(tx.lessons, tx.evidence, gone[0], self.run_id, self.host, short,
+                                                    rule_entry["outcome"], rule_entry["reason"], gone[1]))
+                out.append((short, dict(made, **done)))
+            return out, (then(tx) if then is not None else None)
+        ok, got = self._write(what, change, busy=True, timeout=timeout)
         if not ok:
-            return {}
+            if got is BUSY and BUSY_NOTE not in self.degraded:
+                self.degraded.append(BUSY_NOTE)
+            return [{} for _ in backlog] if got is BUSY else []
+        del self._backlog[:len(backlog)]
         del self._pending[:len(pending)]
-        made, done = got
-        self.counts["created"] += len(made.get("created") or [])
-        self.counts["reinforced"] += len(done.get("reinforced") or [])
-        result = dict(made, **done)
-        if any(result.values()):
-            self.events.emit("memory_learned", rule=short, **{k: v for k, v in result.items() if v})
-        return result
+        out, self._then = got
+        for short, result in out:
+            self.counts["created"] += len(result.get("created") or [])
+            self.counts["reinforced"] += len(result.get("reinforced") or [])
+            if any(result.values()):
+                self.events.emit("memory_learned", rule=short, **{k: v for k, v in result.items() if v})
+        return [result for _short, result in out]
 
     def close(self) -> dict:
         """The dream pass over the store (category credit, retirement); returns the host
         report's ``memory`` block: ``counts`` with ``state`` and ``reason`` (and ``error``, the
         same text as ``reason``, when the session is off)."""
         if not self.broken:
-            pending = list(self._pending)
-
-            def change(tx):
-                learning.log_usage(tx.usage, pending)  # rows of rules that never reached learn
-                return learning.dream(tx.lessons, tx.usage)
-            ok, dreamt = self._write("dream", change)
-            if ok:
-                self._pending = []
+            # the backlog a busy lock kept, and rows of rules that never reached learn: written
+            # with the dream pass, waiting longer for the lock than a rule does
+            self._then = None
+            self._flush("dream", timeout=self.store.lock_timeout * CLOSE_WAIT, then=lambda tx: learning.dream(tx.lessons, tx.usage))
+            dreamt = self._then
+            if self._backlog or self._pending:
+                self._fail("dream", MemoryLockBusy("the store's lock stayed busy: the lessons of %d finished rules "
+                                                   "were not written" % len(self._backlog)))
+            elif dreamt is not None:
+                if BUSY_NOTE in self.degraded:
+                    self.degraded.remove(BUSY_NOTE)
+                    self.degraded.append(BUSY_DONE)
                 self.counts["retired"] = len(dreamt.get("retired") or [])
                 self.events.emit("memory_dream", categories=dreamt.get("categories"), retired=dreamt.get("retired"))
         block = dict(self.counts, state=self.state, reason=self.reason)

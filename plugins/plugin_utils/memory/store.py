@@ -52,7 +52,7 @@ import typing as t
 from ansible_collections.scapforge.remediation.plugins.plugin_utils import deps
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.errors import ScapforgeError
 
-from .errors import MemoryCorrupt, MemorySchemaError, MemoryStoreError
+from .errors import MemoryCorrupt, MemoryLockBusy, MemorySchemaError, MemoryStoreError
 
 try:
     import filelock
@@ -646,8 +646,8 @@ class MemoryStore:
         try:
             lock.acquire()
         except filelock.Timeout:
-            raise MemoryStoreError('memory store lock %s not acquired within %.1f s: another '
-                                   'process holds it' % (self.lock_path, wait)) from None
+            raise MemoryLockBusy('memory store lock %s not acquired within %.1f s: another '
+                                 'process holds it' % (self.lock_path, wait)) from None
         except OSError as e:
             raise MemoryStoreError('memory store lock %s: %s' % (self.lock_path, e)) from e
         self._local.held = os.getpid()

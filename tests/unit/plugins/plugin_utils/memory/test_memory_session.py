@@ -258,3 +258,51 @@ def test_one_write_transaction_per_finished_rule(tmp_path):
     with second.store.snapshot() as view:
         rows = view.usage.all()
     assert [(r["rule"], r["outcome"]) for r in rows if r["rule"] != ENTRY["rule"]] == [("sysctl_kernel_dmesg_restrict", None)]
+
+
+# ----------------------------------------------------------------------------- a busy lock (issue 19 item 7)
+HOLD = "import filelock, sys, time; lock = filelock.FileLock(sys.argv[1]); lock.acquire(); print('held', flush=True); time.sleep(60)"
+
+
+def hold(lock_path):
+    import subprocess
+    import sys
+    proc = subprocess.Popen([sys.executable, "-c", HOLD, lock_path], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "held"
+    return proc
+
+
+def test_a_busy_lock_keeps_the_lessons_and_writes_them_at_the_next_chance(tmp_path):
+    first, events = session(tmp_path, "R1")
+    first.store.lock_timeout = 0.3
+    first.learn(dict(ENTRY, rule="sysctl_fs_protected_fifos"), [], from_memory=False)  # the store exists
+    holder = hold(first.store.lock_path)
+    try:
+        assert first.learn(ENTRY, [], from_memory=False) == {}  # 32 hosts queue for one lock
+        assert first.state == "degraded" and "lessons are kept" in first.reason
+        assert [e["data"]["kept"] for e in read_events(events.path) if e["event"] == "memory_busy"] == [1]
+    finally:
+        holder.kill()
+        holder.wait()
+    done = first.learn(dict(ENTRY, rule="sysctl_kernel_dmesg_restrict"), [], from_memory=False)
+    assert done["supported"]  # the caution, with evidence from this rule too
+    with first.store.snapshot() as tx:
+        named = {row["rule"] for row in tx.evidence.all()}
+    assert named == {"sysctl_fs_protected_fifos", "sysctl_kernel_kptr_restrict", "sysctl_kernel_dmesg_restrict"}
+    block = first.close()
+    assert (block["state"], block["reason"]) == ("degraded", "the store's lock was busy for a while (other hosts "
+                                                             "held it): every lesson was written later")
+
+
+def test_a_lock_busy_through_the_end_of_the_run_says_what_was_not_written(tmp_path):
+    first, _events = session(tmp_path, "R1")
+    first.store.lock_timeout = 0.1
+    first.learn(dict(ENTRY, rule="sysctl_fs_protected_fifos"), [], from_memory=False)
+    holder = hold(first.store.lock_path)
+    try:
+        first.learn(ENTRY, [], from_memory=False)
+        block = first.close()  # waits 4 x 0.1 s
+    finally:
+        holder.kill()
+        holder.wait()
+    assert block["state"] == "off" and "the lessons of 1 finished rules were not written" in block["reason"]
