@@ -32,6 +32,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WORK = os.path.join(ROOT, ".mutation")
 UTILS_TESTS = "tests/unit/plugins/plugin_utils/"
 RUN_TESTS = UTILS_TESTS + "_run/"
+MEMORY_TESTS = UTILS_TESTS + "memory/"
 #: name -> (module to mutate, the unit tests that judge it)
 MODULES = {
     "decisions": ("plugins/plugin_utils/_run/decisions.py", [RUN_TESTS + "test_decisions.py", RUN_TESTS + "test_decisions_pinned.py"]),
@@ -42,6 +43,10 @@ MODULES = {
     "outcomes": ("plugins/plugin_utils/outcomes.py",
                  [UTILS_TESTS + "test_outcomes_safety.py", UTILS_TESTS + "test_outcome_codes.py",
                   RUN_TESTS + "test_decisions.py", RUN_TESTS + "test_state.py"]),
+    # what memory decides, credits and needs (issue 19)
+    "selection": ("plugins/plugin_utils/memory/selection.py", [MEMORY_TESTS + "test_memory_selection.py"]),
+    "learning": ("plugins/plugin_utils/memory/learning.py", [MEMORY_TESTS + "test_memory_learning.py"]),
+    "preconditions": ("plugins/plugin_utils/memory/preconditions.py", [MEMORY_TESTS + "test_memory_preconditions.py"]),
 }
 KILLED = ("ok_killed", "bad_timeout", "ok_suspicious")
 SURVIVED = ("bad_survived",)
