@@ -11,8 +11,13 @@ gone, the fix is tried again, passes (our own oscap run says so) and the lesson 
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+
 import pytest
 from ansible_collections.scapforge.remediation.plugins.plugin_utils.memory.store import MemoryStore
+from lab_fixtures import REPO_ROOT
 from test_agents import events_of, own_oscap, run_job
 
 MINLEN = "accounts_password_pam_minlen"
@@ -39,7 +44,25 @@ def three_runs(lab, lab_host, lab_inventory, tmp_path_factory, remediate):
         out[label + "_after"] = own_oscap(host, [MINLEN])
     with MemoryStore(str(store)).snapshot() as tx:
         out["lessons"] = [dict(d) for d in tx.lessons.all()]
+    # run 4, the same host: lessons.json cut to two thirds (a full disk, a killed copy)
+    data = (store / "lessons.json").read_bytes()
+    (store / "lessons.json").write_bytes(data[:len(data) * 2 // 3])
+    out["doctor_cut"] = lessons_tool("doctor", store)
+    runs = tmp_path_factory.mktemp("runs")
+    proc = remediate(lab_inventory, host.name, runs, {"scapforge_rules": [MINLEN], "scapforge_memory_path": str(store)})
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    out["fourth_console"] = proc.stdout
+    out["fourth"] = json.loads((runs / "latest" / "summary.json").read_text())["hosts"][host.name]
+    out["fourth_html"] = (runs / "latest" / "report.html").read_text()
+    out["aside"] = sorted(p.name for p in store.iterdir() if ".corrupt-" in p.name)
+    out["repair"] = lessons_tool("repair", store)
+    out["doctor_after"] = lessons_tool("doctor", store)
     return out
+
+
+def lessons_tool(command, store):
+    return subprocess.run([sys.executable, "tools/lessons.py", command, "--path", str(store)], cwd=REPO_ROOT,
+                          capture_output=True, text=True, timeout=120, check=False)
 
 
 def causes(events) -> list[dict]:
@@ -76,3 +99,15 @@ def test_where_the_package_is_present_the_fix_is_tried_again_passes_and_the_less
     assert three_runs["third_after"][MINLEN] == "pass"  # an independent scan
     [lesson] = [d for d in three_runs["lessons"] if d["id"] == cause["lesson"]]
     assert lesson["status"] == "retired"
+
+
+def test_a_truncated_table_is_reported_moved_aside_and_repairable(three_runs):
+    assert three_runs["doctor_cut"].returncode == 1 and "lessons.json" in three_runs["doctor_cut"].stdout
+    [moved] = three_runs["aside"]  # moved aside once, its bytes kept
+    memory = three_runs["fourth"]["memory"]
+    assert memory["state"] == "degraded" and moved in memory["reason"] and "lessons.json is corrupt" in memory["reason"]
+    assert "memory degraded: lessons.json is corrupt" in three_runs["fourth_console"]
+    assert moved in three_runs["fourth_html"]
+    assert three_runs["repair"].returncode == 0, three_runs["repair"].stdout + three_runs["repair"].stderr
+    assert "dropped" in three_runs["repair"].stdout  # what it could not keep is listed
+    assert three_runs["doctor_after"].returncode == 0 and "healthy" in three_runs["doctor_after"].stdout
