@@ -49,6 +49,9 @@ BUSY_NOTE = ("the store's lock was busy (other hosts held it past the lock timeo
 BUSY_DONE = "the store's lock was busy for a while (other hosts held it): every lesson was written later"
 #: close waits this many lock timeouts for the lock (the last chance to write the backlog).
 CLOSE_WAIT = 4
+#: seconds a finished rule waits for the lock at most (the lock timeout when shorter): a busy
+#: lock loses nothing (the rule waits in the backlog), so a host must not stall on it rule after rule.
+LEARN_WAIT = 10.0
 #: the host report's ``memory.state``: on (working), degraded (working, after a corrupt table was moved aside
 #: and a fresh one started: ``reason`` says which and where to), off (mode off, or the store cannot be used).
 STATES = ("on", "degraded", "off")
@@ -274,7 +277,7 @@ class MemorySession:
         if self.broken:
             return {}
         self._backlog.append((rule_entry, attempt_records, from_memory, self._cause_gone.pop(rule_entry["rule"], None)))
-        results = self._flush("learn")
+        results = self._flush("learn", timeout=min(self.store.lock_timeout, LEARN_WAIT))
         return results[-1] if results else {}
 
     def _flush(self, what: str, timeout: float | None = None, then: t.Callable[[t.Any], t.Any] | None = None) -> list:
