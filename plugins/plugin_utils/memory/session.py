@@ -219,7 +219,8 @@ class MemorySession:
                 self._cause_gone[short] = (decision.lesson, why)
                 return None
             decision = dataclasses.replace(decision, detail="%s; %s" % (decision.detail, why))
-        if decision.preconditions and missing is not None and self.acting:
+        # the content's own fix is re-rendered and run as usual, never replayed: nothing to check
+        if decision.preconditions and decision.source != "vendor" and missing is not None and self.acting:
             lacking = missing(list(decision.preconditions))
             if lacking:
                 self.events.emit("memory_precondition", rule=short, lesson=decision.lesson, missing=lacking)

@@ -306,3 +306,19 @@ def test_a_lock_busy_through_the_end_of_the_run_says_what_was_not_written(tmp_pa
         holder.kill()
         holder.wait()
     assert block["state"] == "off" and "the lessons of 1 finished rules were not written" in block["reason"]
+
+
+def test_a_proven_vendor_fix_is_not_checked_for_preconditions(tmp_path):
+    # the loop runs the content's fix as usual (re-rendered, not replayed): a check would cost a
+    # command per rule and say nothing (run 2 of the closing note made 75 such checks before)
+    first, _events = session(tmp_path, "R1")
+    entry = {"rule": "aide_build_database", "outcome": "remediated", "reason": "verified", "attempts": 1,
+             "category": "aide", "detail": "", "attempt_log": [], "from_memory": None}
+    record = {"number": 1, "source": "vendor", "tasks": AIDE_TASKS, "gate": None, "gate_refusals": [],
+              "report": {"ok": True, "changed": True, "error": None, "modules": [], "task_results": []},
+              "verdict": "passed", "reason": "verified", "detail": "", "result": "pass", "reflection": None}
+    first.learn(entry, [record], from_memory=False)
+    second, _events = session(tmp_path, "R2")
+    asked = []
+    decision = second.decide(AIDE, "aide", llm=True, missing=lambda needs: asked.append(needs) or needs)
+    assert (decision.action, decision.source, asked) == ("try_first", "vendor", [])
