@@ -37,7 +37,7 @@ ShellParseError (shell_split)      ``shell_parse``
 TaskParseError (task_gate)         ``task_parse``
 LessonError (memory.lessons)       ``lesson``
 MemoryStoreError (memory.errors)   ``memory``; MemoryCorrupt ``memory_corrupt``,
-                                   MemorySchemaError ``memory_schema``
+                                   MemorySchemaError ``memory_schema``, MemoryLockBusy ``memory_busy``
 _CorruptFile (memory.store)        ``corrupt_file`` (internal: becomes MemoryCorrupt)
 _Cut (memory.store)                ``recovery_cut`` (internal to the recovery scan of repair)
 ChecklistError (report_ckl)       ``checklist``

@@ -23,6 +23,8 @@ class MemoryLockBusy(MemoryStoreError):
     """The store's lock was not acquired in time: other hosts hold it (nothing is wrong with
     the store; a session keeps what it would have written and tries again)."""
 
+    kind = 'memory_busy'
+
 
 class MemoryCorrupt(MemoryStoreError):
     """A table file is not a whole, valid TinyDB JSON document (truncated, garbage, wrong

@@ -307,7 +307,7 @@ class MemorySession:
         if not ok:
             if got is BUSY and BUSY_NOTE not in self.degraded:
                 self.degraded.append(BUSY_NOTE)
-            return [{} for _ in backlog] if got is BUSY else []
+            return [{} for _entry in backlog] if got is BUSY else []
         del self._backlog[:len(backlog)]
         del self._pending[:len(pending)]
         out, self._then = got
