@@ -47,8 +47,10 @@ BUSY = "busy"
 BUSY_NOTE = ("the store's lock was busy (other hosts held it past the lock timeout): "
              "this host's lessons are kept and written at its next chance")
 BUSY_DONE = "the store's lock was busy for a while (other hosts held it): every lesson was written later"
-#: close waits this many lock timeouts for the lock (the last chance to write the backlog).
-CLOSE_WAIT = 4
+#: close waits this many lock timeouts for the lock (the last chance to write the backlog): at
+#: 10,000 lessons 32 hosts need about 10 minutes of the lock between them (bench/memory_fleet.py),
+#: and a host that waits loses nothing, while one that gives up loses its run's lessons.
+CLOSE_WAIT = 10
 #: seconds a finished rule waits for the lock at most (the lock timeout when shorter): a busy
 #: lock loses nothing (the rule waits in the backlog), so a host must not stall on it rule after rule.
 LEARN_WAIT = 10.0

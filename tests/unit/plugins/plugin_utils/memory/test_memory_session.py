@@ -301,7 +301,7 @@ def test_a_lock_busy_through_the_end_of_the_run_says_what_was_not_written(tmp_pa
     holder = hold(first.store.lock_path)
     try:
         first.learn(ENTRY, [], from_memory=False)
-        block = first.close()  # waits 4 x 0.1 s
+        block = first.close()  # waits 10 x 0.1 s
     finally:
         holder.kill()
         holder.wait()
