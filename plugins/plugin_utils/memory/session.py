@@ -90,7 +90,6 @@ class MemorySession:
         self._cause_gone: dict[str, tuple[str, str]] = {}
         self._pending: list[dict] = []  # usage rows not written yet: the next learn (or close) writes them
         self._backlog: list[tuple] = []  # finished rules a busy lock kept out: the next learn (or close) writes them
-        self._then: t.Any = None  # what the last flush's ``then`` returned
         self.counts = {"shown": 0, "created": 0, "reinforced": 0, "retired": 0}
 
     @classmethod
@@ -280,13 +279,15 @@ class MemorySession:
         if self.broken:
             return {}
         self._backlog.append((rule_entry, attempt_records, from_memory, self._cause_gone.pop(rule_entry["rule"], None)))
-        results = self._flush("learn", timeout=min(self.store.lock_timeout, LEARN_WAIT))
+        results, _none = self._flush("learn", timeout=min(self.store.lock_timeout, LEARN_WAIT))
         return results[-1] if results else {}
 
-    def _flush(self, what: str, timeout: float | None = None, then: t.Callable[[t.Any], t.Any] | None = None) -> list:
+    def _flush(self, what: str, timeout: float | None = None,
+               then: t.Callable[[t.Any], t.Any] | None = None) -> tuple[list, t.Any]:
         """Write the backlog of finished rules (oldest first) and the usage rows kept, in ONE
-        transaction, then ``then(tx)``; returns each rule's result ({} each when the lock was
-        busy: they stay in the backlog, and the session says so, ``degraded``)."""
+        transaction, then ``then(tx)``; returns (each rule's result, what ``then`` returned):
+        ({} each, None) when the lock was busy (they stay in the backlog, and the session says
+        so, ``degraded``)."""
         backlog, pending = list(self._backlog), list(self._pending)
 
         def change(tx):
@@ -309,16 +310,16 @@ class MemorySession:
         if not ok:
             if got is BUSY and BUSY_NOTE not in self.degraded:
                 self.degraded.append(BUSY_NOTE)
-            return [{} for _entry in backlog] if got is BUSY else []
+            return ([{} for _entry in backlog] if got is BUSY else []), None
         del self._backlog[:len(backlog)]
         del self._pending[:len(pending)]
-        out, self._then = got
+        out, after = got
         for short, result in out:
             self.counts["created"] += len(result.get("created") or [])
             self.counts["reinforced"] += len(result.get("reinforced") or [])
             if any(result.values()):
                 self.events.emit("memory_learned", rule=short, **{k: v for k, v in result.items() if v})
-        return [result for _short, result in out]
+        return [result for _short, result in out], after
 
     def close(self) -> dict:
         """The dream pass over the store (category credit, retirement); returns the host
@@ -327,9 +328,8 @@ class MemorySession:
         if not self.broken:
             # the backlog a busy lock kept, and rows of rules that never reached learn: written
             # with the dream pass, waiting longer for the lock than a rule does
-            self._then = None
-            self._flush("dream", timeout=self.store.lock_timeout * CLOSE_WAIT, then=lambda tx: learning.dream(tx.lessons, tx.usage))
-            dreamt = self._then
+            _results, dreamt = self._flush("dream", timeout=self.store.lock_timeout * CLOSE_WAIT,
+                                           then=lambda tx: learning.dream(tx.lessons, tx.usage))
             if self._backlog or self._pending:
                 self._fail("dream", MemoryLockBusy("the store's lock stayed busy: the lessons of %d finished rules "
                                                    "were not written" % len(self._backlog)))
