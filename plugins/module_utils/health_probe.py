@@ -25,7 +25,10 @@ verdict) and exits 0 when it could make its observation (the observation itself 
   leftovers of an earlier killed probe (``scapforge-hc-*``) are deleted first. Lines:
   ``S <step> <rc> <output>`` per step, ``L <name>`` when an account could not be deleted.
   Exit 0 when the change worked and nothing was left, 1 when a step failed, 3 when an
-  account was left.
+  account was left. shadow-utils rewrites its backups (/etc/passwd-, shadow-, group-,
+  gshadow-, subuid-, subgid-) on every useradd and userdel, so the probe puts them back as they
+  were (bytes, mode, owner, times; removed when there was none): a host whose rules already
+  pass is left as it was (issue 21: ComplianceAsCode's ``.pass.sh`` scenarios).
 """
 
 import ctypes
@@ -50,6 +53,8 @@ FUNCTIONS = {"auth": "pam_sm_authenticate", "account": "pam_sm_acct_mgmt", "sess
 PREFIX = "scapforge-hc-"
 SAFE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 STEP_TIMEOUT = 20
+#: the backups useradd and userdel write over (shadow-utils' commonio: ``<file>-``)
+ACCOUNT_BACKUPS = ("/etc/passwd-", "/etc/shadow-", "/etc/group-", "/etc/gshadow-", "/etc/subuid-", "/etc/subgid-")
 
 
 def pam_lines(text):
@@ -298,6 +303,41 @@ def _drop_opasswd(name, path="/etc/security/opasswd"):
     os.rename(tmp, path)
 
 
+def save_backups(paths=ACCOUNT_BACKUPS):
+    """{path: (bytes, stat) or None when it does not exist} of the account files' backups."""
+    saved = {}
+    for path in paths:
+        try:
+            with open(path, "rb") as handle:
+                saved[path] = (handle.read(), os.stat(path))
+        except FileNotFoundError:
+            saved[path] = None
+    return saved
+
+
+def restore_backups(saved):
+    """Put each backup back as :func:`save_backups` found it (atomically, with its mode, owner
+    and times); remove one that did not exist. Returns the paths it could not restore."""
+    failed = []
+    for path, was in sorted(saved.items()):
+        try:
+            if was is None:
+                if os.path.lexists(path):
+                    os.unlink(path)
+                continue
+            data, info = was
+            tmp = path + ".scapforge-hc"
+            with open(tmp, "wb") as handle:
+                handle.write(data)
+            os.chown(tmp, info.st_uid, info.st_gid)
+            os.chmod(tmp, info.st_mode & 0o7777)
+            os.utime(tmp, ns=(info.st_atime_ns, info.st_mtime_ns))
+            os.rename(tmp, path)
+        except OSError:
+            failed.append(path)
+    return failed
+
+
 def _steps(name, emit):
     old, new = new_password(0), new_password(1)
     rc, out = _run(["useradd", "-M", "-N", "-s", "/bin/sh", "-c", "scapforge health check (temporary)", name])
@@ -332,11 +372,15 @@ def passwd_probe(emit_line=print):
 
     signal.signal(signal.SIGTERM, on_term)
     signal.signal(signal.SIGHUP, on_term)
+    backups = save_backups()
     try:
         ok = _steps(name, emit)
     finally:
         if not delete_account(name):
             left.append(name)
+        if not left:  # with an account left, the backups hold it too: shadow-utils' own state stands
+            for path in restore_backups(backups):
+                emit("restore", 1, "could not restore %s" % path)
         for each in left:
             emit_line("L %s" % each)  # pylint: disable=ansible-bad-function
     if left:

@@ -38,6 +38,9 @@ SCREENSHOT = Path(__file__).resolve().parents[1] / "output" / "report.png"
 FIRST_SCREEN = Path(__file__).resolve().parents[1] / "output" / "report-first-screen.png"
 ROOT = Path(__file__).resolve().parents[2]
 ARF_NS = "http://scap.nist.gov/schema/asset-reporting-format/1.1"
+#: shadow-utils' backups, which the health check's probe account (useradd, userdel) rewrites
+BACKUPS_DIGEST = "sudo stat -c '%n %a %U %Y' /etc/passwd- /etc/shadow- /etc/group- /etc/gshadow- 2>&1; " \
+                 "sudo sha256sum /etc/passwd- /etc/shadow- /etc/group- /etc/gshadow- 2>&1"
 
 
 @pytest.fixture(scope="module")
@@ -45,12 +48,14 @@ def run(lab, lab_host, lab_inventory, tmp_path_factory, remediate):
     runs = tmp_path_factory.mktemp("runs")
     key = tmp_path_factory.mktemp("evidence-key") / "evidence"
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "throwaway", "-f", str(key)], check=True)
+    backups_before = lab_host.ssh(BACKUPS_DIGEST).stdout
     proc = remediate(lab_inventory, lab_host.name, runs, {"scapforge_rules": RULES, "scapforge_waivers": WAIVERS,
                                                           "scapforge_evidence_key": str(key)})
     assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-3000:]
     run_dir = (runs / "latest").resolve()
     report = json.loads((run_dir / "hosts" / ("%s.json" % lab_host.name)).read_text())
-    return {"dir": run_dir, "host": lab_host.name, "report": report, "stdout": proc.stdout, "key": key}
+    return {"dir": run_dir, "host": lab_host.name, "report": report, "stdout": proc.stdout, "key": key,
+            "backups": (backups_before, lab_host.ssh(BACKUPS_DIGEST).stdout)}
 
 
 def test_check_mode_prints_the_plan_at_default_verbosity(lab_host, lab_inventory, tmp_path, remediate):
@@ -86,6 +91,12 @@ def test_host_report_carries_titles_ids_waivers_and_diffs(run):
     rows = run["report"]["scan_results"]
     assert rows["accounts_umask_etc_login_defs"]["before"] == "fail"
     assert rows["accounts_umask_etc_login_defs"]["after"] == "pass"
+
+
+def test_the_health_checks_probe_account_leaves_the_account_backups_as_they_were(run):
+    before, after = run["backups"]
+    assert "/etc/shadow-" in before and before == after
+    assert any(row.get("event") == "health" for row in map(json.loads, (run["dir"] / "events.jsonl").read_text().splitlines()))
 
 
 def test_arf_before_and_after_are_fetched(run):

@@ -275,3 +275,20 @@ def test_throwaway_passwords_have_every_class_no_class_repeats_and_share_no_char
             assert classes == [i % 4 for i in range(24)]
         assert set(old) & set(new) == set()  # pam_unix obscure: never "too similar"
     assert P.PREFIX == H.THROWAWAY_PREFIX == "scapforge-hc-"
+
+
+def test_the_account_backups_are_put_back_as_they_were(tmp_path):
+    kept, absent = tmp_path / "shadow-", tmp_path / "subuid-"
+    kept.write_bytes(b"root:*:19000:0:99999:7:::\n")
+    os.chmod(kept, 0o600)
+    os.utime(kept, ns=(1_600_000_000_000_000_000, 1_600_000_000_000_000_000))
+    saved = P.save_backups((str(kept), str(absent)))
+    # what useradd and userdel leave: the backup rewritten with the probe account, a new one beside it
+    kept.write_bytes(b"root:*:19000:0:99999:7:::\nscapforge-hc-1a2b3c4d:!:20000::::::\n")
+    os.chmod(kept, 0o644)
+    absent.write_bytes(b"scapforge-hc-1a2b3c4d:100000:65536\n")
+    assert P.restore_backups(saved) == []
+    assert kept.read_bytes() == b"root:*:19000:0:99999:7:::\n"
+    info = kept.stat()
+    assert (info.st_mode & 0o7777, info.st_mtime_ns) == (0o600, 1_600_000_000_000_000_000)
+    assert not absent.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["shadow-"]
