@@ -423,7 +423,7 @@ class HostRunner:
 
     def _fetch(self, host, path, timeout=120):
         return subprocess.run(host.ssh_argv("sudo cat %s" % path), capture_output=True, check=True,
-                              timeout=timeout).stdout
+                              stdin=subprocess.DEVNULL, timeout=timeout).stdout
 
     def _upload(self, host, rule, files):
         """Tar the rule's directory, shared/ and ``files`` ({name: bytes}) to HOST_DIR (root-owned)."""
@@ -458,7 +458,8 @@ class HostRunner:
     def _playbook(self, argv, log_path, strategy):
         import vs_ssg
         with open(log_path, "w") as log:
-            return subprocess.run(argv, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+            # stdin from /dev/null: ssh marks an inherited stdin non-blocking, which Ansible refuses
+            return subprocess.run(argv, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                   env=vs_ssg.strategy_env(strategy), timeout=1800).returncode
 
     # ---- remediators
@@ -547,13 +548,22 @@ class HostRunner:
             else:
                 rec["outcome"] = "setup_mismatch"
         except Exception as exc:  # noqa: BLE001 - a bench error is recorded, the run goes on
-            rec["error"] = "%s: %s" % (type(exc).__name__, str(exc)[-1500:])
+            rec["error"] = error_text(exc)
             with open(os.path.join(self.workdir, stem, "error.txt"), "w") as handle:
                 handle.write(traceback.format_exc())
         rec["seconds"] = round(time.monotonic() - started, 1)
         rec["phase_seconds"] = {k: round(v, 1) for k, v in phases.items()}
         rec["workdir"] = os.path.join(self.workdir, stem)
         return rec
+
+
+def error_text(exc):
+    """A bench error as recorded: ``lab_access_lost`` first when SSH refused the lab's key (a scenario
+    that loosens the admin's home or key files makes sshd's StrictModes refuse it)."""
+    text = "%s: %s" % (type(exc).__name__, str(exc)[-1500:])
+    if "Permission denied (publickey" in text:
+        return "lab_access_lost: " + text
+    return text
 
 
 def skipped_record(sc, why):

@@ -258,3 +258,10 @@ def test_assign_spreads_scenarios_over_hosts_and_pairs():
         ("lab8", [("r1", "ssg"), ("r3", "ssg")])]
     with pytest.raises(ValueError):
         S.assign(scs, ["lab5", "lab6", "lab7"], compare=True)
+
+
+def test_error_text_names_lost_lab_access():
+    lost = S.error_text(RuntimeError("lab5: 'sudo oscap ...' exited 255: scapforge@10.87.5.2: Permission denied "
+                                     "(publickey,password)."))
+    assert lost.startswith("lab_access_lost: RuntimeError: lab5: ")
+    assert S.error_text(ValueError("x")) == "ValueError: x"
