@@ -351,7 +351,8 @@ def summarize(records):
 
 def differences(records):
     """Scenarios counted on both sides where one passed (see ``passed``) and the other did not:
-    [{"rule", "scenario", "kind", "passed": side, "product": outcome, "ssg": outcome}], sorted."""
+    [{"rule", "scenario", "kind", "passed": side, "product": outcome, "ssg": outcome, "product_final",
+    "ssg_final", "changed": {side: manifest differences}}], sorted."""
     by_key = collections.defaultdict(dict)
     for rec in records:
         if counted(rec):
@@ -363,7 +364,8 @@ def differences(records):
         out.append({"rule": rule, "scenario": scenario, "kind": sides["product"]["kind"],
                     "passed": "product" if passed(sides["product"]) else "ssg",
                     "product": sides["product"]["outcome"], "ssg": sides["ssg"]["outcome"],
-                    "product_final": sides["product"]["final"], "ssg_final": sides["ssg"]["final"]})
+                    "product_final": sides["product"]["final"], "ssg_final": sides["ssg"]["final"],
+                    "changed": {side: sides[side].get("changed") or [] for side in REMEDIATORS}})
     return out
 
 
@@ -642,9 +644,11 @@ def main(argv=None):
         diffs = differences(records)
         print("\nOne side passed, the other did not (%d):" % len(diffs))
         for d in diffs:
-            print("- %s %s (%s): %s passed; product %s -> %s, ssg %s -> %s" % (
+            changed = "; ".join("%s changed %s" % (side, " ".join(paths[:6]) + (" ..." if len(paths) > 6 else ""))
+                                for side, paths in sorted(d["changed"].items()) if paths)
+            print("- %s %s (%s): %s passed; product %s -> %s, ssg %s -> %s%s" % (
                 d["rule"], d["scenario"], d["kind"], d["passed"], d["product"], d["product_final"], d["ssg"],
-                d["ssg_final"]))
+                d["ssg_final"], "; " + changed if changed else ""))
     mismatches = [r for r in records if r.get("initial_ok") is False]
     for rec in mismatches:
         print("setup mismatch: %s %s (%s): initial %s" % (rec["rule"], rec["scenario"], rec["remediator"],

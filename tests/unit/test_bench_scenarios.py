@@ -233,7 +233,12 @@ def test_summarize_counts_each_figure():
 def test_differences_lists_only_scenarios_counted_on_both_sides():
     assert S.differences(RECORDS) == [{
         "rule": "accounts_tmout", "scenario": "w.fail.sh", "kind": "fail", "passed": "ssg",
-        "product": "side_effect_rolled_back", "ssg": 0, "product_final": "fail", "ssg_final": "pass"}]
+        "product": "side_effect_rolled_back", "ssg": 0, "product_final": "fail", "ssg_final": "pass",
+        "changed": {"product": [], "ssg": []}}]
+    strict = [_rec("r", "c.pass.sh", "pass", "product", "pass", host_unchanged=False, changed=["~/etc/passwd-"]),
+              _rec("r", "c.pass.sh", "pass", "ssg", "pass", host_unchanged=True, changed=[])]
+    assert [(d["passed"], d["changed"]) for d in S.differences(strict)] == [
+        ("ssg", {"product": ["~/etc/passwd-"], "ssg": []})]
 
 
 def test_table_rows_and_total():
